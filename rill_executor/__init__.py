@@ -1,0 +1,83 @@
+"""rill-executor: business idempotency for workflow executors.
+
+Claim a business key atomically, fence every write of the attempt that owns it, commit
+exactly one result, and answer what happened to any key. See the README and ``docs/``.
+"""
+
+from ._claim import AsyncClaim, Claim
+from ._errors import (
+    ConfigError,
+    InvalidKey,
+    InvalidPayload,
+    JobFailed,
+    JobInProgress,
+    KeyConflict,
+    OutcomeError,
+    ResultNotSerializable,
+    ResultTooLarge,
+    RillExecutorError,
+    SchemaMissing,
+    StaleAttempt,
+    StoreError,
+    StoreProtocolError,
+    StoreUnavailable,
+    TerminalError,
+    UsageError,
+)
+from ._idempotent import current_async_claim, current_claim
+from ._keys import MAX_KEY_BYTES, fingerprint_of
+from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger, ThreadedAsyncStore
+from ._memory import AsyncMemoryStore, MemoryStore
+from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
+from ._records import AttemptInfo, AttemptOutcome, ErrorInfo, JobState, JobStatus, OwnerInfo
+from ._registry import open_async_store, open_store
+from ._store import AsyncStore, Store
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "AsyncClaim",
+    "AsyncClaimOutcome",
+    "AsyncLedger",
+    "AsyncMemoryStore",
+    "AsyncStore",
+    "AttemptInfo",
+    "AttemptOutcome",
+    "Claim",
+    "ClaimOutcome",
+    "ConfigError",
+    "Conflict",
+    "ErrorInfo",
+    "InProgress",
+    "InvalidKey",
+    "InvalidPayload",
+    "JobFailed",
+    "JobInProgress",
+    "JobState",
+    "JobStatus",
+    "KeyConflict",
+    "Ledger",
+    "MemoryStore",
+    "OutcomeError",
+    "OwnerInfo",
+    "Replay",
+    "ResultNotSerializable",
+    "ResultTooLarge",
+    "RillExecutorError",
+    "SchemaMissing",
+    "StaleAttempt",
+    "Store",
+    "StoreError",
+    "StoreProtocolError",
+    "StoreUnavailable",
+    "TerminalError",
+    "ThreadedAsyncStore",
+    "UsageError",
+    "current_async_claim",
+    "current_claim",
+    "fingerprint_of",
+    "open_async_store",
+    "open_store",
+    "raise_for_outcome",
+]
+
+__version__ = "0.1.0"

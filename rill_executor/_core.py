@@ -1,0 +1,236 @@
+"""The ledger's decisions, shared by ``Ledger`` and ``AsyncLedger``; no I/O here.
+
+It validates what callers pass, builds the store requests, and turns store answers into
+claim outcomes, written rows or ``StaleAttempt``. The twins only await or call the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ._codec import DEFAULT_MAX_RESULT_BYTES, encode_error, encode_result
+from ._decisions import ClaimAction, WriteRejection, check_write, decide_claim
+from ._errors import ConfigError, StaleAttempt, StoreProtocolError
+from ._keys import (
+    fingerprint_of,
+    job_id,
+    new_attempt_id,
+    validate_attempt_id,
+    validate_fingerprint,
+    validate_key,
+    validate_namespace,
+    validate_result_version,
+)
+from ._outcomes import Conflict, InProgress, Replay
+from ._records import ErrorInfo, JobRow, JobState, JobStatus, from_us
+from ._store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
+
+__all__ = ["LedgerConfig", "LedgerCore", "Seconds", "to_us"]
+
+Seconds = timedelta | float | int
+_NO_FINGERPRINT = fingerprint_of(None)
+
+
+def to_us(value: Seconds, what: str) -> int:
+    if isinstance(value, timedelta):
+        us = value // timedelta(microseconds=1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        us = int(value * 1_000_000)
+    else:
+        raise ConfigError(f"{what} must be a timedelta or seconds, got {value!r}")
+    if us <= 0:
+        raise ConfigError(f"{what} must be positive, got {value!r}")
+    return us
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerConfig:
+    namespace: str
+    lease_us: int
+    retention_us: int
+    max_result_bytes: int
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        namespace: str,
+        lease: Seconds,
+        retention: Seconds,
+        duplicate_window: Seconds | None,
+        max_result_bytes: int,
+    ) -> LedgerConfig:
+        try:
+            validate_namespace(namespace)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        lease_us = to_us(lease, "lease")
+        retention_us = to_us(retention, "retention")
+        if retention_us <= lease_us:
+            raise ConfigError(
+                f"retention ({retention_us / 1e6:g}s) must be longer than the lease"
+                f" ({lease_us / 1e6:g}s): a result must outlive the attempts that race for it"
+            )
+        if duplicate_window is not None:
+            window_us = to_us(duplicate_window, "duplicate_window")
+            if retention_us < window_us:
+                raise ConfigError(
+                    f"retention ({retention_us / 1e6:g}s) is shorter than the engine's"
+                    f" duplicate window ({window_us / 1e6:g}s: retry delays + timeouts +"
+                    " late-callback grace). A duplicate arriving after the record is"
+                    " collected would run the work again; raise retention"
+                )
+        if not isinstance(max_result_bytes, int) or max_result_bytes <= 0:
+            raise ConfigError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
+        return cls(namespace, lease_us, retention_us, max_result_bytes)
+
+
+Outcome = JobRow | Replay | InProgress | Conflict
+
+
+class LedgerCore:
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        lease: Seconds = timedelta(seconds=30),
+        retention: Seconds = timedelta(days=7),
+        duplicate_window: Seconds | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        self.config = LedgerConfig.build(
+            namespace=namespace,
+            lease=lease,
+            retention=retention,
+            duplicate_window=duplicate_window,
+            max_result_bytes=max_result_bytes,
+        )
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    def job_id(self, key: object) -> str:
+        return job_id(self.namespace, validate_key(key))
+
+    def claim_request(
+        self,
+        key: object,
+        *,
+        fingerprint: str | None,
+        result_version: str | None,
+        attempt_id: str | None,
+        lease: Seconds | None,
+    ) -> ClaimRequest:
+        text = validate_key(key)
+        return ClaimRequest(
+            job_id=job_id(self.namespace, text),
+            namespace=self.namespace,
+            key=text,
+            fingerprint=_NO_FINGERPRINT if fingerprint is None else validate_fingerprint(fingerprint),
+            result_version=validate_result_version(result_version),
+            attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
+            lease_us=self.config.lease_us if lease is None else to_us(lease, "lease"),
+        )
+
+    def lease_us(self, lease: Seconds | None) -> int:
+        return self.config.lease_us if lease is None else to_us(lease, "lease")
+
+    def claim_outcome(self, request: ClaimRequest, answer: StoreAnswer) -> Outcome:
+        """The claimed row, or the value that answers the caller instead."""
+        job = answer.job
+        if answer.ok and job is not None:
+            if job.owner_attempt != request.attempt_id or job.state is not JobState.PROCESSING:
+                raise StoreProtocolError(f"store claimed but returned another owner: {job!r}")
+            return job
+        action = decide_claim(job, request, answer.now)
+        if job is None or action in (ClaimAction.INSERT, ClaimAction.TAKEOVER):
+            raise StoreProtocolError(
+                f"store refused a claim it should have granted ({action.value}): {job!r}"
+            )
+        if action is ClaimAction.CONFLICT:
+            return Conflict(
+                namespace=job.namespace,
+                key=job.key,
+                stored_fingerprint=job.fingerprint,
+                requested_fingerprint=request.fingerprint,
+                stored_result_version=job.result_version,
+                requested_result_version=request.result_version,
+            )
+        if action is ClaimAction.REPLAY:
+            return Replay(
+                namespace=job.namespace,
+                key=job.key,
+                fence=job.fence,
+                result_version=job.result_version,
+                succeeded=job.state is JobState.SUCCEEDED,
+                result_json=job.result,
+                error=ErrorInfo.from_json(job.error),
+                finished_at=from_us(job.finished_at or job.updated_at),  # type: ignore[arg-type]
+            )
+        return InProgress(
+            namespace=job.namespace,
+            key=job.key,
+            owner_attempt_id=job.owner_attempt or "",
+            fence=job.fence,
+            since=from_us(job.claimed_at or job.updated_at),  # type: ignore[arg-type]
+            lease_left=timedelta(microseconds=(job.lease_until or answer.now) - answer.now),
+        )
+
+    def written(
+        self, ref: AttemptRef, answer: StoreAnswer, *, key: str, operation: str
+    ) -> JobRow:
+        """The row a fenced write produced, or ``StaleAttempt`` saying why nothing was written."""
+        if answer.ok and answer.job is not None:
+            return answer.job
+        job = answer.job
+        reason = check_write(job, ref, answer.now) or WriteRejection.SUPERSEDED
+        explain = {
+            WriteRejection.MISSING: "the job no longer exists (collected after retention)",
+            WriteRejection.SUPERSEDED: (
+                f"attempt {job.owner_attempt if job else None} (fence {job.fence if job else '?'})"
+                " has claimed the job since"
+            ),
+            WriteRejection.FINISHED: f"this attempt already ended the job as {job.state.value if job else '?'}",
+            WriteRejection.LEASE_EXPIRED: (
+                "its lease expired on the store's clock; the next claim takes the job over."
+                " Heartbeat more often or use a longer lease"
+            ),
+        }[reason]
+        raise StaleAttempt(
+            f"{operation} by attempt {ref.attempt_id} (fence {ref.fence}) of key {key!r}"
+            f" rejected, nothing written: {explain}",
+            namespace=self.namespace,
+            key=key,
+            attempt_id=ref.attempt_id,
+            fence=ref.fence,
+            reason=reason.value,
+            current_fence=job.fence if job else None,
+            current_owner=job.owner_attempt if job else None,
+        )
+
+    def success(self, value: Any, adapter: TypeAdapter[Any] | None = None) -> Completion:
+        return Completion(
+            state=JobState.SUCCEEDED,
+            result=encode_result(value, self.config.max_result_bytes, adapter),
+            error=None,
+            retryable=None,
+            retention_us=self.config.retention_us,
+        )
+
+    def failure(self, error: BaseException | str, *, retryable: bool) -> Completion:
+        return Completion(
+            state=JobState.FAILED,
+            result=None,
+            error=encode_error(error, retryable=retryable),
+            retryable=retryable,
+            retention_us=self.config.retention_us,
+        )
+
+    @staticmethod
+    def status(answer: StoreStatus | None) -> JobStatus | None:
+        return None if answer is None else JobStatus.build(answer.job, answer.attempts, answer.now)

@@ -1,0 +1,109 @@
+"""The store-side rules of the lifecycle, free of I/O.
+
+Stores that decide in the client (memory, SQLite, MariaDB) call these inside their atomic
+section; stores that decide server-side (the Postgres statement, the Redis scripts) encode the
+same rules, and the conformance kit holds them all to the same behaviour.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import replace
+
+from ._records import JobRow, JobState
+from ._store import AttemptRef, ClaimRequest, Completion
+
+__all__ = [
+    "ClaimAction",
+    "WriteRejection",
+    "check_write",
+    "claimed_row",
+    "decide_claim",
+    "finished_row",
+    "heartbeat_row",
+]
+
+
+class ClaimAction(enum.Enum):
+    INSERT = "insert"  # no record: fence 1
+    TAKEOVER = "takeover"  # retryable failure, expired lease, or retention passed: fence + 1
+    REPLAY = "replay"
+    IN_PROGRESS = "in_progress"
+    CONFLICT = "conflict"
+
+
+def decide_claim(job: JobRow | None, request: ClaimRequest, now: int) -> ClaimAction:
+    if job is None:
+        return ClaimAction.INSERT
+    if job.state is not JobState.PROCESSING and (job.retain_until or 0) <= now:
+        return ClaimAction.TAKEOVER  # retention passed: the old record no longer binds
+    if job.fingerprint != request.fingerprint or job.result_version != request.result_version:
+        return ClaimAction.CONFLICT
+    if job.state is JobState.SUCCEEDED:
+        return ClaimAction.REPLAY
+    if job.state is JobState.FAILED:
+        return ClaimAction.TAKEOVER if job.retryable else ClaimAction.REPLAY
+    if job.lease_until is not None and job.lease_until > now:
+        return ClaimAction.IN_PROGRESS
+    return ClaimAction.TAKEOVER
+
+
+def claimed_row(job: JobRow | None, request: ClaimRequest, now: int) -> JobRow:
+    """The job as it stands after an INSERT or TAKEOVER by ``request``."""
+    return JobRow(
+        job_id=request.job_id,
+        namespace=request.namespace,
+        key=request.key,
+        state=JobState.PROCESSING,
+        fence=1 if job is None else job.fence + 1,
+        owner_attempt=request.attempt_id,
+        claimed_at=now,
+        lease_until=now + request.lease_us,
+        fingerprint=request.fingerprint,
+        result_version=request.result_version,
+        result=None,
+        error=None,
+        retryable=None,
+        created_at=now if job is None else job.created_at,
+        updated_at=now,
+        finished_at=None,
+        retain_until=None,
+    )
+
+
+class WriteRejection(str, enum.Enum):
+    MISSING = "missing"
+    SUPERSEDED = "superseded"
+    FINISHED = "finished"
+    LEASE_EXPIRED = "lease_expired"
+
+
+def check_write(job: JobRow | None, ref: AttemptRef, now: int) -> WriteRejection | None:
+    """Why a write by ``ref`` must be rejected, or None if ``ref`` owns a live lease."""
+    if job is None:
+        return WriteRejection.MISSING
+    if job.fence != ref.fence or job.owner_attempt != ref.attempt_id:
+        return WriteRejection.SUPERSEDED
+    if job.state is not JobState.PROCESSING:
+        return WriteRejection.FINISHED
+    if job.lease_until is None or job.lease_until <= now:
+        return WriteRejection.LEASE_EXPIRED
+    return None
+
+
+def heartbeat_row(job: JobRow, lease_us: int, now: int) -> JobRow:
+    return replace(job, lease_until=now + lease_us, updated_at=now)
+
+
+def finished_row(job: JobRow, completion: Completion, now: int) -> JobRow:
+    return replace(
+        job,
+        state=completion.state,
+        lease_until=None,
+        result=completion.result,
+        error=completion.error,
+        retryable=completion.retryable,
+        updated_at=now,
+        finished_at=now,
+        retain_until=now + completion.retention_us,
+    )

@@ -1,0 +1,202 @@
+"""The one error hierarchy of rill-executor.
+
+    RillExecutorError
+    ├── UsageError                   the caller asked for something invalid; nothing was written
+    │   ├── ConfigError              a Ledger or store was configured unsafely or wrongly
+    │   ├── InvalidKey               a business key or namespace is empty, too long, not UTF-8
+    │   ├── InvalidPayload           a fingerprint or attempt id that cannot be used
+    │   ├── ResultNotSerializable    a result pydantic cannot turn into JSON
+    │   └── ResultTooLarge           a serialised result over the ledger's limit
+    ├── OutcomeError                 the job's recorded state answers the call
+    │   ├── JobInProgress            another attempt holds a live lease
+    │   ├── KeyConflict              same key, different fingerprint or result version
+    │   ├── JobFailed                a replayed terminal failure
+    │   └── StaleAttempt             a write from an attempt that no longer owns the job
+    └── StoreError                   the store itself failed; state is as the store left it
+        ├── StoreUnavailable         could not reach the store, or it dropped the call
+        ├── SchemaMissing            the store's schema is absent or older than this library
+        └── StoreProtocolError       the store answered something the protocol forbids
+
+    TerminalError                    raised by handlers (not by the library): do not retry
+
+Messages say what happened and what to do. Inside the library a conflict or an in-progress
+answer is a value (see ``rill_executor.ClaimOutcome``); only the decorator and the explicit
+``raise_for_outcome`` turn them into these exceptions.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+__all__ = [
+    "ConfigError",
+    "InvalidKey",
+    "InvalidPayload",
+    "JobFailed",
+    "JobInProgress",
+    "KeyConflict",
+    "OutcomeError",
+    "ResultNotSerializable",
+    "ResultTooLarge",
+    "RillExecutorError",
+    "SchemaMissing",
+    "StaleAttempt",
+    "StoreError",
+    "StoreProtocolError",
+    "StoreUnavailable",
+    "TerminalError",
+    "UsageError",
+]
+
+
+class RillExecutorError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class UsageError(RillExecutorError, ValueError):
+    """The call itself was invalid. No stored record was touched."""
+
+
+class ConfigError(UsageError):
+    """A configuration that would be unsafe or cannot work."""
+
+
+class InvalidKey(UsageError):
+    """A namespace or business key that cannot be stored."""
+
+
+class InvalidPayload(UsageError):
+    """A fingerprint, result version or attempt id that cannot be stored."""
+
+
+class ResultNotSerializable(UsageError):
+    """The handler's result cannot be serialised to JSON by pydantic."""
+
+
+class ResultTooLarge(UsageError):
+    """The serialised result is larger than the ledger accepts."""
+
+    def __init__(self, message: str, *, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class OutcomeError(RillExecutorError):
+    """The job's recorded state is the answer; the handler did not run."""
+
+    def __init__(self, message: str, *, namespace: str, key: str) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.key = key
+
+
+class JobInProgress(OutcomeError):
+    """Another attempt owns the job and its lease is live."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str,
+        key: str,
+        owner_attempt_id: str,
+        fence: int,
+        since: datetime,
+        lease_left: timedelta,
+    ) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.owner_attempt_id = owner_attempt_id
+        self.fence = fence
+        self.since = since
+        self.lease_left = lease_left
+
+
+class KeyConflict(OutcomeError):
+    """The key was already used for different work (fingerprint or result version)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str,
+        key: str,
+        stored_fingerprint: str,
+        requested_fingerprint: str,
+        stored_result_version: str | None,
+        requested_result_version: str | None,
+    ) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.stored_fingerprint = stored_fingerprint
+        self.requested_fingerprint = requested_fingerprint
+        self.stored_result_version = stored_result_version
+        self.requested_result_version = requested_result_version
+
+
+class JobFailed(OutcomeError):
+    """The job ended in a terminal failure; that failure is replayed, not re-run."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str,
+        key: str,
+        error_type: str,
+        error_message: str,
+    ) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class StaleAttempt(OutcomeError):
+    """A write (heartbeat, commit, fail) from an attempt that is not the current owner.
+
+    Nothing was written. ``reason`` is one of ``superseded`` (another attempt claimed the
+    job since), ``lease_expired`` (the lease ran out on the store's clock), ``finished``
+    (this attempt already committed or failed) or ``missing`` (no such job).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        namespace: str,
+        key: str,
+        attempt_id: str,
+        fence: int,
+        reason: str,
+        current_fence: int | None,
+        current_owner: str | None,
+    ) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.attempt_id = attempt_id
+        self.fence = fence
+        self.reason = reason
+        self.current_fence = current_fence
+        self.current_owner = current_owner
+
+
+class StoreError(RillExecutorError):
+    """The store failed. The job is in whatever state the store last committed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached or dropped the call; retrying later is safe."""
+
+
+class SchemaMissing(StoreError):
+    """The store has no schema, or an older one than this library needs."""
+
+
+class StoreProtocolError(StoreError):
+    """The store returned an answer the store contract does not allow."""
+
+
+class TerminalError(Exception):
+    """Raise (or subclass) this in a handler to record a failure that must not be re-run.
+
+    The failure is replayed to every duplicate as ``JobFailed`` until the record's retention
+    passes. Any other exception is recorded as retryable: the next claim runs the job again.
+    """

@@ -1,0 +1,144 @@
+"""Namespaces, business keys, job ids, fingerprints and attempt ids.
+
+Every store addresses a job by ``job_id``: the SHA-256 of (namespace, key). User input
+therefore never becomes a table key, a Redis key name or an object path by itself, so no key
+can collide with another namespace's, change a Redis hash slot or exceed a driver's limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import unicodedata
+from typing import Any
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from ._errors import InvalidKey, InvalidPayload
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_VERSION_CHARS",
+    "fingerprint_of",
+    "job_id",
+    "new_attempt_id",
+    "validate_attempt_id",
+    "validate_fingerprint",
+    "validate_key",
+    "validate_namespace",
+    "validate_result_version",
+]
+
+MAX_KEY_BYTES = 512
+"""Longest business key, in UTF-8 bytes. Longer natural keys should be hashed by the caller."""
+MAX_VERSION_CHARS = 128
+MAX_ATTEMPT_ID_CHARS = 128
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+
+
+def validate_namespace(namespace: object) -> str:
+    if not isinstance(namespace, str) or not _NAMESPACE.fullmatch(namespace):
+        raise InvalidKey(
+            f"namespace {namespace!r} is not valid: use 1-64 characters of letters, digits,"
+            " '.', '_' or '-', starting with a letter or digit (e.g. 'transcode')"
+        )
+    return namespace
+
+
+def validate_key(key: object) -> str:
+    """Return ``key`` as a str, or raise ``InvalidKey`` saying what is wrong with it."""
+    if isinstance(key, bytes):
+        try:
+            key = key.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidKey(
+                f"business key {key[:40]!r} is not valid UTF-8 ({exc.reason} at byte"
+                f" {exc.start}); build keys from text such as 'video-A:segment-1:h264-v2'"
+            ) from None
+    if not isinstance(key, str):
+        raise InvalidKey(
+            f"business key must be a str, got {type(key).__name__}; derive a string such as"
+            " f'{video}:{segment}:{profile}' from the business input"
+        )
+    if not key:
+        raise InvalidKey("business key is empty; derive it from the business input")
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidKey(
+            f"business key {key[:40]!r} contains lone surrogates and is not valid UTF-8"
+        ) from None
+    if size > MAX_KEY_BYTES:
+        raise InvalidKey(
+            f"business key is {size} bytes of UTF-8, over the limit of {MAX_KEY_BYTES};"
+            " shorten it or hash the variable part (e.g. hashlib.sha256(part).hexdigest())"
+        )
+    for ch in key:
+        if unicodedata.category(ch) == "Cc":
+            raise InvalidKey(
+                f"business key {key[:40]!r} contains the control character {ch!r};"
+                " keys must be printable text"
+            )
+    return key
+
+
+def validate_result_version(version: object) -> str | None:
+    if version is None:
+        return None
+    if not isinstance(version, str) or not version or len(version) > MAX_VERSION_CHARS:
+        raise InvalidPayload(
+            f"result version {version!r} must be a non-empty str of at most"
+            f" {MAX_VERSION_CHARS} characters, e.g. 'h264-v2'"
+        )
+    return version
+
+
+def validate_fingerprint(fingerprint: object) -> str:
+    if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
+        raise InvalidPayload(
+            f"fingerprint {fingerprint!r} is not a SHA-256 hex digest; compute it with"
+            " rill_executor.fingerprint_of(payload)"
+        )
+    return fingerprint
+
+
+def validate_attempt_id(attempt_id: object) -> str:
+    if (
+        not isinstance(attempt_id, str)
+        or not attempt_id
+        or len(attempt_id) > MAX_ATTEMPT_ID_CHARS
+        or not attempt_id.isprintable()
+    ):
+        raise InvalidPayload(
+            f"attempt id {attempt_id!r} must be printable text of 1-{MAX_ATTEMPT_ID_CHARS}"
+            " characters; omit it to have one generated"
+        )
+    return attempt_id
+
+
+def job_id(namespace: str, key: str) -> str:
+    """The store address of (namespace, key): 64 hex characters."""
+    return hashlib.sha256(f"{namespace}\x00{key}".encode()).hexdigest()
+
+
+def fingerprint_of(payload: Any) -> str:
+    """SHA-256 of the canonical JSON of ``payload`` (sorted keys, no whitespace).
+
+    Anything pydantic can serialise works: models, dataclasses, dicts, datetimes.
+    """
+    try:
+        plain = to_jsonable_python(payload)
+    except PydanticSerializationError as exc:
+        raise InvalidPayload(
+            f"cannot fingerprint a {type(payload).__name__}: {exc}; pass fingerprint= a"
+            " function returning the JSON-serialisable part of the request"
+        ) from exc
+    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def new_attempt_id() -> str:
+    return secrets.token_hex(12)

@@ -1,0 +1,308 @@
+"""``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
+
+Both are thin I/O loops over ``LedgerCore``; configuration is fixed at construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+from ._claim import AsyncClaim, Claim
+from ._codec import DEFAULT_MAX_RESULT_BYTES
+from ._core import LedgerCore, Seconds
+from ._errors import ConfigError
+from ._idempotent import IdempotentSpec, run_async, run_sync
+from ._outcomes import Conflict, InProgress, Replay
+from ._records import JobStatus
+from ._registry import open_async_store, open_store
+from ._store import AsyncStore, AttemptRef, ClaimRequest, Completion, Store, StoreAnswer, StoreStatus
+
+__all__ = ["AsyncLedger", "Ledger", "ThreadedAsyncStore"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+ClaimOutcome = Claim | Replay | InProgress | Conflict
+AsyncClaimOutcome = AsyncClaim | Replay | InProgress | Conflict
+
+
+class _LedgerBase:
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        lease: Seconds = timedelta(seconds=30),
+        retention: Seconds = timedelta(days=7),
+        duplicate_window: Seconds | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        self._core = LedgerCore(
+            namespace=namespace,
+            lease=lease,
+            retention=retention,
+            duplicate_window=duplicate_window,
+            max_result_bytes=max_result_bytes,
+        )
+
+    @property
+    def namespace(self) -> str:
+        return self._core.namespace
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(microseconds=self._core.config.lease_us)
+
+    @property
+    def retention(self) -> timedelta:
+        return timedelta(microseconds=self._core.config.retention_us)
+
+    def _spec(
+        self,
+        fn: Callable[..., Any],
+        key: Callable[..., object],
+        fingerprint: Callable[..., Any] | None,
+        result_version: Callable[..., str | None] | str | None,
+        wait: Seconds | None,
+        heartbeat: bool | Seconds,
+        terminal: tuple[type[BaseException], ...],
+    ) -> IdempotentSpec:
+        return IdempotentSpec.build(
+            fn,
+            key=key,
+            fingerprint=fingerprint,
+            result_version=result_version,
+            wait=wait,
+            heartbeat=heartbeat,
+            terminal=terminal,
+            lease_us=self._core.config.lease_us,
+        )
+
+
+class Ledger(_LedgerBase):
+    """The business-idempotency ledger over a synchronous store.
+
+    ``store`` is a ``Store`` or a URL for ``open_store``. ``lease`` is how long a claim lives
+    without a heartbeat (store clock); ``retention`` how long finished records are kept at
+    least; ``duplicate_window``, if given, is the engine's longest gap between duplicates of
+    one task, and a retention shorter than it is refused.
+    """
+
+    def __init__(
+        self,
+        store: Store | str,
+        *,
+        namespace: str,
+        lease: Seconds = timedelta(seconds=30),
+        retention: Seconds = timedelta(days=7),
+        duplicate_window: Seconds | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        super().__init__(
+            namespace=namespace,
+            lease=lease,
+            retention=retention,
+            duplicate_window=duplicate_window,
+            max_result_bytes=max_result_bytes,
+        )
+        self.store: Store = open_store(store) if isinstance(store, str) else store
+        self._threaded: AsyncLedger | None = None
+
+    def claim(
+        self,
+        key: str,
+        *,
+        fingerprint: str | None = None,
+        result_version: str | None = None,
+        attempt_id: str | None = None,
+        lease: Seconds | None = None,
+    ) -> ClaimOutcome:
+        """Claim ``key`` in one store round trip; see ``ClaimOutcome`` for the answers."""
+        request = self._core.claim_request(
+            key,
+            fingerprint=fingerprint,
+            result_version=result_version,
+            attempt_id=attempt_id,
+            lease=lease,
+        )
+        outcome = self._core.claim_outcome(request, self.store.claim(request))
+        if isinstance(outcome, (Replay, InProgress, Conflict)):
+            return outcome
+        return Claim(self._core, self.store, outcome)
+
+    def status(self, key: str) -> JobStatus | None:
+        """The job of ``key`` with all its attempts, or None if there is none."""
+        return self._core.status(self.store.status(self._core.job_id(key)))
+
+    def idempotent(
+        self,
+        *,
+        key: Callable[..., object],
+        fingerprint: Callable[..., Any] | None = None,
+        result_version: Callable[..., str | None] | str | None = None,
+        wait: Seconds | None = None,
+        heartbeat: bool | Seconds = True,
+        terminal: tuple[type[BaseException], ...] = (),
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Run the handler once per business key; duplicates get the committed result.
+
+        ``key`` / ``fingerprint`` / ``result_version`` take the handler's arguments. The
+        fingerprint defaults to all arguments. ``wait`` joins a running attempt for at most
+        that long before raising ``JobInProgress``. ``heartbeat`` renews the lease every
+        lease/3 (or the given interval). ``terminal`` exceptions are replayed, not re-run.
+        Works on ``def`` and ``async def`` (store calls then run in a worker thread).
+        """
+
+        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+            spec = self._spec(fn, key, fingerprint, result_version, wait, heartbeat, terminal)
+            if inspect.iscoroutinefunction(fn):
+                threaded = self._as_async()
+
+                @functools.wraps(fn)
+                async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                    return await run_async(threaded, spec, args, kwargs)
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(fn)
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+                return run_sync(self, spec, args, kwargs)  # type: ignore[no-any-return]
+
+            return wrapper
+
+        return decorate
+
+    def _as_async(self) -> AsyncLedger:
+        if self._threaded is None:
+            config = self._core.config
+            self._threaded = AsyncLedger(
+                ThreadedAsyncStore(self.store),
+                namespace=config.namespace,
+                lease=timedelta(microseconds=config.lease_us),
+                retention=timedelta(microseconds=config.retention_us),
+                max_result_bytes=config.max_result_bytes,
+            )
+        return self._threaded
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AsyncLedger(_LedgerBase):
+    """The asyncio twin of ``Ledger``; ``store`` is an ``AsyncStore`` or a URL."""
+
+    def __init__(
+        self,
+        store: AsyncStore | str,
+        *,
+        namespace: str,
+        lease: Seconds = timedelta(seconds=30),
+        retention: Seconds = timedelta(days=7),
+        duplicate_window: Seconds | None = None,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    ) -> None:
+        super().__init__(
+            namespace=namespace,
+            lease=lease,
+            retention=retention,
+            duplicate_window=duplicate_window,
+            max_result_bytes=max_result_bytes,
+        )
+        self.store: AsyncStore = open_async_store(store) if isinstance(store, str) else store
+
+    async def claim(
+        self,
+        key: str,
+        *,
+        fingerprint: str | None = None,
+        result_version: str | None = None,
+        attempt_id: str | None = None,
+        lease: Seconds | None = None,
+    ) -> AsyncClaimOutcome:
+        request = self._core.claim_request(
+            key,
+            fingerprint=fingerprint,
+            result_version=result_version,
+            attempt_id=attempt_id,
+            lease=lease,
+        )
+        outcome = self._core.claim_outcome(request, await self.store.claim(request))
+        if isinstance(outcome, (Replay, InProgress, Conflict)):
+            return outcome
+        return AsyncClaim(self._core, self.store, outcome)
+
+    async def status(self, key: str) -> JobStatus | None:
+        return self._core.status(await self.store.status(self._core.job_id(key)))
+
+    def idempotent(
+        self,
+        *,
+        key: Callable[..., object],
+        fingerprint: Callable[..., Any] | None = None,
+        result_version: Callable[..., str | None] | str | None = None,
+        wait: Seconds | None = None,
+        heartbeat: bool | Seconds = True,
+        terminal: tuple[type[BaseException], ...] = (),
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """As ``Ledger.idempotent``, for ``async def`` handlers."""
+
+        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+            if not inspect.iscoroutinefunction(fn):
+                raise ConfigError(
+                    f"AsyncLedger.idempotent needs an async def handler, got {fn.__qualname__};"
+                    " use Ledger.idempotent for plain functions"
+                )
+            spec = self._spec(fn, key, fingerprint, result_version, wait, heartbeat, terminal)
+
+            @functools.wraps(fn)
+            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+                return await run_async(self, spec, args, kwargs)
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> AsyncLedger:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+class ThreadedAsyncStore:
+    """An ``AsyncStore`` over a synchronous one: each call runs in a worker thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+
+    async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.claim, request)
+
+    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.heartbeat, ref, lease_us)
+
+    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.finish, ref, completion)
+
+    async def status(self, job_id: str) -> StoreStatus | None:
+        return await asyncio.to_thread(self.sync.status, job_id)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)

@@ -1,0 +1,195 @@
+"""Job and attempt records: the rows stores keep, and the public views built from them.
+
+Stores speak in ``JobRow`` / ``AttemptRow``: plain dataclasses whose times are integer
+microseconds since the epoch *on the store's clock*. The ledger turns them into the public,
+pydantic ``JobStatus`` / ``AttemptInfo`` views with datetimes and timedeltas.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "AttemptInfo",
+    "AttemptOutcome",
+    "AttemptRow",
+    "ErrorInfo",
+    "JobRow",
+    "JobState",
+    "JobStatus",
+    "OwnerInfo",
+    "from_us",
+]
+
+
+MAX_ERROR_CHARS = 4000
+
+
+class JobState(str, enum.Enum):
+    PROCESSING = "processing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class AttemptOutcome(str, enum.Enum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    EXPIRED = "expired"  # its lease ran out and another attempt took the job over
+    FENCED = "fenced"  # superseded while its lease was live (operator resolution)
+    ABANDONED = "abandoned"  # ended without a word; reserved for resolutions and GC
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    job_id: str
+    namespace: str
+    key: str
+    state: JobState
+    fence: int
+    owner_attempt: str | None
+    claimed_at: int | None  # when the current owner claimed
+    lease_until: int | None
+    fingerprint: str
+    result_version: str | None
+    result: str | None  # JSON text of the committed result
+    error: str | None  # JSON text of ErrorInfo
+    retryable: bool | None
+    created_at: int
+    updated_at: int
+    finished_at: int | None
+    retain_until: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    fence: int
+    attempt_id: str
+    started_at: int
+    ended_at: int | None
+    outcome: AttemptOutcome
+    error: str | None
+
+
+def from_us(us: int | None) -> datetime | None:
+    if us is None:
+        return None
+    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+
+
+def _at(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorInfo(_View):
+    type: str
+    message: str
+    retryable: bool
+
+    @classmethod
+    def of(cls, error: BaseException | str, *, retryable: bool) -> ErrorInfo:
+        if isinstance(error, BaseException):
+            kind, message = type(error).__qualname__, str(error)
+        else:
+            kind, message = "Error", error
+        if len(message) > MAX_ERROR_CHARS:
+            message = message[:MAX_ERROR_CHARS] + "… (truncated)"
+        return cls(type=kind, message=message, retryable=retryable)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ErrorInfo | None:
+        return None if text is None else cls.model_validate_json(text)
+
+
+class OwnerInfo(_View):
+    attempt_id: str
+    fence: int
+    since: datetime
+    lease_expires_at: datetime
+    lease_left: timedelta  # negative once expired, on the store's clock
+
+
+class AttemptInfo(_View):
+    attempt_id: str
+    fence: int
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: AttemptOutcome
+    error: ErrorInfo | None
+
+
+class JobStatus(_View):
+    """Everything recorded about one business key, read in one store round trip."""
+
+    namespace: str
+    key: str
+    state: JobState
+    fence: int
+    result_version: str | None
+    fingerprint: str
+    owner: OwnerInfo | None
+    result: Any
+    error: ErrorInfo | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    retain_until: datetime | None
+    store_time: datetime
+    attempts: tuple[AttemptInfo, ...]
+
+    @classmethod
+    def build(cls, job: JobRow, attempts: list[AttemptRow], now: int) -> JobStatus:
+        owner = None
+        if job.state is JobState.PROCESSING and job.owner_attempt and job.lease_until:
+            owner = OwnerInfo(
+                attempt_id=job.owner_attempt,
+                fence=job.fence,
+                since=_at(job.claimed_at or job.updated_at),
+                lease_expires_at=_at(job.lease_until),
+                lease_left=timedelta(microseconds=job.lease_until - now),
+            )
+        return cls(
+            namespace=job.namespace,
+            key=job.key,
+            state=job.state,
+            fence=job.fence,
+            result_version=job.result_version,
+            fingerprint=job.fingerprint,
+            owner=owner,
+            result=None if job.result is None else json.loads(job.result),
+            error=ErrorInfo.from_json(job.error),
+            created_at=_at(job.created_at),
+            updated_at=_at(job.updated_at),
+            finished_at=from_us(job.finished_at),
+            retain_until=from_us(job.retain_until),
+            store_time=_at(now),
+            attempts=tuple(
+                AttemptInfo(
+                    attempt_id=a.attempt_id,
+                    fence=a.fence,
+                    started_at=_at(a.started_at),
+                    ended_at=from_us(a.ended_at),
+                    outcome=_settled(a, job),
+                    error=ErrorInfo.from_json(a.error),
+                )
+                for a in sorted(attempts, key=lambda a: a.fence)
+            ),
+        )
+
+
+def _settled(attempt: AttemptRow, job: JobRow) -> AttemptOutcome:
+    # A superseded attempt still marked running lost its lease to a takeover whose
+    # bookkeeping raced with it; it can never write again, so it is expired.
+    if attempt.outcome is AttemptOutcome.RUNNING and attempt.fence != job.fence:
+        return AttemptOutcome.EXPIRED
+    return attempt.outcome

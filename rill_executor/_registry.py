@@ -1,0 +1,56 @@
+"""``open_store`` / ``open_async_store``: a URL's scheme names the adapter, via entry points.
+
+An adapter distribution registers ``scheme = "package.module:factory"`` under the groups
+``rill_executor.stores`` and ``rill_executor.async_stores``. ``postgresql+psycopg://`` is
+looked up as ``postgresql+psycopg`` first, then as ``postgresql``.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from typing import Any, cast
+
+from ._errors import ConfigError
+from ._store import AsyncStore, Store
+
+__all__ = ["open_async_store", "open_store"]
+
+_HINTS = {
+    "sqlite": "rill-executor-sql",
+    "postgresql": "rill-executor-sql",
+    "mysql": "rill-executor-sql",
+    "mariadb": "rill-executor-sql",
+    "redis": "rill-executor-redis",
+    "rediss": "rill-executor-redis",
+    "redis+cluster": "rill-executor-redis",
+}
+
+
+def _factory(url: str, group: str) -> Any:
+    if not isinstance(url, str) or "://" not in url:
+        raise ConfigError(
+            f"store URL {url!r} has no scheme; use e.g. 'sqlite:///jobs.db',"
+            " 'postgresql+psycopg://user@host/db' or 'memory://'"
+        )
+    scheme = url.split("://", 1)[0].lower()
+    found = {ep.name: ep for ep in entry_points(group=group)}
+    for name in (scheme, scheme.split("+", 1)[0]):
+        if name in found:
+            return found[name].load()
+    base = scheme.split("+", 1)[0]
+    hint = _HINTS.get(scheme) or _HINTS.get(base)
+    install = f" Install {hint} (pip install {hint})." if hint else ""
+    raise ConfigError(
+        f"no store adapter for scheme {scheme!r}.{install} Installed schemes:"
+        f" {', '.join(sorted(found)) or 'none'}"
+    )
+
+
+def open_store(url: str) -> Store:
+    """Open a synchronous store by URL (``memory://``, ``sqlite:///jobs.db``, …)."""
+    return cast(Store, _factory(url, "rill_executor.stores")(url))
+
+
+def open_async_store(url: str) -> AsyncStore:
+    """Open an asyncio store by URL; the same schemes as ``open_store``."""
+    return cast(AsyncStore, _factory(url, "rill_executor.async_stores")(url))

@@ -1,0 +1,105 @@
+"""The store port: what a job store must do, sync (``Store``) and asyncio (``AsyncStore``).
+
+Every method is one atomic, fenced operation and should cost the store one round trip.
+Stores judge time on their own clock and report it (``now``, microseconds since the epoch)
+with every answer. They apply no policy: keys, fingerprints, retention and serialisation are
+decided by the ledger, which hands stores finished values. An adapter is done when the
+conformance kit in ``rill_executor.testing`` passes against a real server.
+
+Adapters are found by URL scheme through the entry-point groups ``rill_executor.stores`` and
+``rill_executor.async_stores``; each entry point names a callable ``(url: str) -> store``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ._records import AttemptRow, JobRow, JobState
+
+__all__ = [
+    "AsyncStore",
+    "AttemptRef",
+    "ClaimRequest",
+    "Completion",
+    "Store",
+    "StoreAnswer",
+    "StoreStatus",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    job_id: str
+    namespace: str
+    key: str
+    fingerprint: str
+    result_version: str | None
+    attempt_id: str
+    lease_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRef:
+    """Identity of one owning attempt: what every fenced write carries."""
+
+    job_id: str
+    attempt_id: str
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The end of an attempt: a committed result or a failure."""
+
+    state: JobState  # SUCCEEDED or FAILED
+    result: str | None  # JSON text, for SUCCEEDED
+    error: str | None  # JSON text of ErrorInfo, for FAILED
+    retryable: bool | None  # for FAILED
+    retention_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAnswer:
+    """What a claim or write did: ``ok`` if it claimed / was applied; the job as it stands."""
+
+    ok: bool
+    job: JobRow | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    job: JobRow
+    attempts: list[AttemptRow]
+    now: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    def claim(self, request: ClaimRequest) -> StoreAnswer:
+        """Claim the job if it is free (see ``decide_claim``); else return it untouched."""
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        """Extend the owner's live lease to now + ``lease_us``; else change nothing."""
+
+    def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        """Commit or fail for the owner with a live lease, attempt history included."""
+
+    def status(self, job_id: str) -> StoreStatus | None:
+        """The job and all its attempts, read together."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class AsyncStore(Protocol):
+    async def claim(self, request: ClaimRequest) -> StoreAnswer: ...
+
+    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer: ...
+
+    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer: ...
+
+    async def status(self, job_id: str) -> StoreStatus | None: ...
+
+    async def close(self) -> None: ...
