@@ -1,0 +1,118 @@
+"""What differs between PostgreSQL, SQLite and MariaDB: URLs, engines, clock, transactions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rill_executor.store import StoreError
+from sqlalchemy import ColumnElement, Engine, event, literal_column
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import create_engine
+
+__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
+
+_NOW = {
+    "postgresql": "(extract(epoch FROM now()) * 1000000)::bigint",
+    "sqlite": "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+    "mysql": "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS SIGNED)",
+}
+_SYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "pysqlite", "mysql": "pymysql"}
+_ASYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "aiosqlite", "mysql": "aiomysql"}
+
+
+@dataclass(frozen=True)
+class SqlDialect:
+    """``family`` is postgresql, sqlite or mysql (MariaDB speaks the mysql dialect)."""
+
+    family: str
+
+    @property
+    def server_side(self) -> bool:
+        """Whether operations are single server-decided statements (else a transaction)."""
+        return self.family == "postgresql"
+
+    @property
+    def now(self) -> ColumnElement[int]:
+        return literal_column(_NOW[self.family])
+
+    @property
+    def begin_sql(self) -> str | None:
+        # SQLite: take the write lock up front, so two writers never deadlock on upgrade.
+        return "BEGIN IMMEDIATE" if self.family == "sqlite" else None
+
+
+def _family(url: URL) -> str:
+    backend = url.get_backend_name()
+    family = {"postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite",
+              "mysql": "mysql", "mariadb": "mysql"}.get(backend)
+    if family is None:
+        raise StoreError(f"rill-executor-sql does not support {backend!r} URLs")
+    return family
+
+
+def dialect_of(url: str) -> tuple[SqlDialect, URL]:
+    parsed = make_url(url)
+    return SqlDialect(_family(parsed)), parsed
+
+
+def _with_driver(url: URL, family: str, driver: str) -> URL:
+    backend = "mysql" if family == "mysql" else family
+    url = url.set(drivername=f"{backend}+{driver}")
+    if family == "mysql" and "charset" not in url.query:
+        url = url.update_query_dict({"charset": "utf8mb4"})
+    return url
+
+
+def _check_sqlite(url: URL) -> None:
+    if url.database in (None, "", ":memory:"):
+        raise StoreError(
+            "an in-memory SQLite database is private to one connection; use 'memory://' for"
+            " an in-process store or 'sqlite:///path/to/jobs.db' for a file"
+        )
+
+
+def _engine_args(family: str) -> dict[str, Any]:
+    if family == "postgresql":
+        # Each operation is one statement: autocommit spares the BEGIN/COMMIT round trips.
+        return {"isolation_level": "AUTOCOMMIT", "pool_size": 8, "max_overflow": 8}
+    if family == "mysql":
+        # No gap locks: two first claims of one key race on the primary key, and the
+        # loser retries instead of deadlocking.
+        return {"isolation_level": "READ COMMITTED", "pool_size": 8, "max_overflow": 8,
+                "pool_recycle": 3600}
+    return {"connect_args": {"timeout": 30, "check_same_thread": False}}
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.close()
+
+
+def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
+    if dialect.family == "sqlite":
+        _check_sqlite(url)
+    engine = create_engine(
+        _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]),
+        **_engine_args(dialect.family),
+    )
+    if dialect.family == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def make_async_engine(dialect: SqlDialect, url: URL) -> AsyncEngine:
+    if dialect.family == "sqlite":
+        _check_sqlite(url)
+    engine = create_async_engine(
+        _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]),
+        **_engine_args(dialect.family),
+    )
+    if dialect.family == "sqlite":
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    return engine

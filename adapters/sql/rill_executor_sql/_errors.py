@@ -1,0 +1,51 @@
+"""Driver errors mapped to rill-executor's, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rill_executor.store import SchemaMissing, StoreError, StoreUnavailable
+from sqlalchemy import exc as sa
+
+__all__ = ["is_race", "wrap_errors"]
+
+# MariaDB: duplicate key (two first claims raced), deadlock, lock wait timeout.
+_RACE_CODES = {1062, 1213, 1205}
+_MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+
+
+def _code(exc: sa.DBAPIError) -> int | None:
+    args = getattr(exc.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def is_race(exc: BaseException) -> bool:
+    """A conflict with a concurrent transaction: running the operation again is safe."""
+    if isinstance(exc, sa.IntegrityError):
+        return True  # only inserts of a new job or attempt can collide, and a rerun re-reads
+    return isinstance(exc, sa.OperationalError) and _code(exc) in _RACE_CODES
+
+
+@contextmanager
+def wrap_errors(where: str) -> Iterator[None]:
+    try:
+        yield
+    except sa.TimeoutError as exc:
+        raise StoreUnavailable(
+            f"no free connection to {where} in time ({exc}); raise the pool size or lower"
+            " the concurrency"
+        ) from exc
+    except sa.DBAPIError as exc:
+        message = str(exc.orig)
+        if any(hint in message for hint in _MISSING_TABLE):
+            raise SchemaMissing(
+                f"{where} has no rill-executor schema ({message.strip()}); run"
+                f" `rill-executor schema upgrade --store URL`"
+            ) from exc
+        if isinstance(exc, (sa.OperationalError, sa.InterfaceError)) or exc.connection_invalidated:
+            raise StoreUnavailable(
+                f"{where} is unavailable: {message.strip()}. The operation may not have"
+                " been applied; retrying it is safe"
+            ) from exc
+        raise StoreError(f"{where} failed: {message.strip()}") from exc

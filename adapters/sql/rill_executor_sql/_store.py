@@ -1,0 +1,213 @@
+"""``SqlStore`` and ``AsyncSqlStore``: the I/O loops that drive the operation flows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rill_executor.store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    SchemaMissing,
+    StoreAnswer,
+    StoreStatus,
+    StoreUnavailable,
+)
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from . import _flows, _schema
+from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
+from ._errors import is_race, wrap_errors
+
+__all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store"]
+
+T = TypeVar("T")
+_RETRIES = 20
+_DDL_ISOLATION = "SERIALIZABLE"  # a real transaction for migrations, even on autocommit engines
+
+
+def _drive(conn: Connection, flow: _flows.Flow) -> Any:
+    try:
+        statement, params = next(flow)
+        while True:
+            result = conn.execute(statement, params)
+            rows = result.mappings().all() if result.returns_rows else []
+            statement, params = flow.send(rows)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def _drive_async(conn: AsyncConnection, flow: _flows.Flow) -> Any:
+    try:
+        statement, params = next(flow)
+        while True:
+            result = await conn.execute(statement, params)
+            rows = result.mappings().all() if result.returns_rows else []
+            statement, params = flow.send(rows)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _describe(dialect: SqlDialect, url: Any) -> str:
+    return f"{dialect.family} store at {url.render_as_string(hide_password=True)}"
+
+
+def _schema_problem(version: int | None) -> SchemaMissing | None:
+    if version is not None and version >= _schema.SCHEMA_VERSION:
+        return None
+    have = "no schema" if version is None else f"schema version {version}"
+    return SchemaMissing(
+        f"the database has {have}; this library needs version {_schema.SCHEMA_VERSION}."
+        " Run `rill-executor schema upgrade --store URL` (SQLite files are upgraded on open)"
+    )
+
+
+def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
+    if dialect.family == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(7262111)"))  # one upgrader at a time
+    now = conn.execute(text(f"SELECT {dialect.now}")).scalar_one()
+    return _schema.upgrade(conn, int(now))
+
+
+class SqlStore:
+    """A synchronous SQL store. ``upgrade`` applies missing schema migrations."""
+
+    def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
+        self.dialect, parsed = dialect_of(url)
+        self._where = _describe(self.dialect, parsed)
+        self.engine: Engine = make_sync_engine(self.dialect, parsed)
+        if upgrade if upgrade is not None else self.dialect.family == "sqlite":
+            self.upgrade()
+        else:
+            with wrap_errors(self._where), self.engine.connect() as conn:
+                problem = _schema_problem(_schema.installed_version(conn))
+            if problem:
+                raise problem
+
+    def upgrade(self) -> list[int]:
+        """Apply missing migrations; returns the versions applied."""
+        with wrap_errors(self._where), self.engine.connect() as conn:
+            conn.execution_options(isolation_level=_DDL_ISOLATION)
+            if self.dialect.begin_sql:
+                conn.exec_driver_sql(self.dialect.begin_sql)
+                applied = _upgrade(self.dialect, conn)
+                conn.commit()
+                return applied
+            with conn.begin():
+                return _upgrade(self.dialect, conn)
+
+    def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
+        for _ in range(_RETRIES):
+            try:
+                with wrap_errors(self._where), self.engine.connect() as conn:
+                    if not write or self.dialect.server_side:
+                        return _drive(conn, make_flow())
+                    if self.dialect.begin_sql:
+                        conn.exec_driver_sql(self.dialect.begin_sql)
+                        result = _drive(conn, make_flow())
+                        conn.commit()
+                        return result
+                    with conn.begin():
+                        return _drive(conn, make_flow())
+            except Exception as exc:  # a race arrives wrapped, as StoreError
+                if exc.__cause__ is None or not is_race(exc.__cause__):
+                    raise
+        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+
+    def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return self._run(lambda: _flows.heartbeat(self.dialect, ref, lease_us))  # type: ignore[no-any-return]
+
+    def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]
+
+    def status(self, job_id: str) -> StoreStatus | None:
+        return self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+class AsyncSqlStore:
+    """The asyncio twin of ``SqlStore``. Create with ``await AsyncSqlStore.open(url)``
+    or lazily through ``open_async_store`` (the schema is checked on first use)."""
+
+    def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
+        self.dialect, parsed = dialect_of(url)
+        self._where = _describe(self.dialect, parsed)
+        self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
+        self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
+        self._ready = False
+
+    async def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        if self._upgrade_on_open:
+            await self.upgrade()
+        else:
+            async with self.engine.connect() as conn:
+                with wrap_errors(self._where):
+                    version = await conn.run_sync(_schema.installed_version)
+            problem = _schema_problem(version)
+            if problem:
+                raise problem
+        self._ready = True
+
+    async def upgrade(self) -> list[int]:
+        with wrap_errors(self._where):
+            async with self.engine.connect() as conn:
+                await conn.execution_options(isolation_level=_DDL_ISOLATION)
+                if self.dialect.begin_sql:
+                    await conn.exec_driver_sql(self.dialect.begin_sql)
+                    applied = await conn.run_sync(lambda c: _upgrade(self.dialect, c))
+                    await conn.commit()
+                    return applied
+                async with conn.begin():
+                    return await conn.run_sync(lambda c: _upgrade(self.dialect, c))
+
+    async def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
+        await self._ensure_ready()
+        for _ in range(_RETRIES):
+            try:
+                with wrap_errors(self._where):
+                    async with self.engine.connect() as conn:
+                        if not write or self.dialect.server_side:
+                            return await _drive_async(conn, make_flow())
+                        if self.dialect.begin_sql:
+                            await conn.exec_driver_sql(self.dialect.begin_sql)
+                            result = await _drive_async(conn, make_flow())
+                            await conn.commit()
+                            return result
+                        async with conn.begin():
+                            return await _drive_async(conn, make_flow())
+            except Exception as exc:
+                if exc.__cause__ is None or not is_race(exc.__cause__):
+                    raise
+        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+
+    async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return await self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
+
+    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return await self._run(lambda: _flows.heartbeat(self.dialect, ref, lease_us))  # type: ignore[no-any-return]
+
+    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return await self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]
+
+    async def status(self, job_id: str) -> StoreStatus | None:
+        return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+
+def open_sql_store(url: str) -> SqlStore:
+    return SqlStore(url)
+
+
+def open_async_sql_store(url: str) -> AsyncSqlStore:
+    return AsyncSqlStore(url)
