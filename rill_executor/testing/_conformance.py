@@ -1,0 +1,565 @@
+"""The store contract as tests: ARCHITECTURE §4 invariants 1-6 and 10, sync and async.
+
+Every test body runs twice, through ``Ledger`` and through ``AsyncLedger`` (see
+``LedgerDriver``), against a real store opened by URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+from pydantic import BaseModel
+
+from .._errors import (
+    ConfigError,
+    InvalidKey,
+    InvalidPayload,
+    JobFailed,
+    JobInProgress,
+    KeyConflict,
+    ResultNotSerializable,
+    ResultTooLarge,
+    StaleAttempt,
+    TerminalError,
+)
+from .._keys import MAX_KEY_BYTES, fingerprint_of
+from .._outcomes import Conflict, InProgress, Replay
+from .._records import AttemptOutcome, JobState, JobStatus
+from ._driver import DrivenLedger, LedgerDriver, is_claim
+from ._model import lifecycle_machine
+
+__all__ = ["StoreConformance"]
+
+
+class Segment(BaseModel):
+    video: str
+    segment: int
+    profile: str
+
+
+class Transcoded(BaseModel):
+    uri: str
+    frames: int
+
+
+def _stable(status: JobStatus | None) -> dict[str, Any] | None:
+    """A status without the fields that move with the clock alone."""
+    if status is None:
+        return None
+    return status.model_dump(exclude={"store_time": True, "owner": {"lease_left"}})
+
+
+def _counting(store: Any, calls: Counter[str]) -> Any:
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            target = getattr(store, name)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                calls[name] += 1
+                return target(*args, **kwargs)
+
+            return call
+
+    return Counting()
+
+
+class StoreConformance:
+    """Subclass in a test module and provide a ``store_url`` fixture::
+
+        class TestMyStore(StoreConformance):
+            @pytest.fixture
+            def store_url(self) -> str:
+                return "mystore://127.0.0.1:1234/0"
+
+    For a store that lives inside one process, set ``multiprocess = False`` (the race then
+    runs on threads) and ``test_sigstopped_zombie_is_fenced = None`` (a stopped process
+    cannot share it; ``test_paused_attempt_is_fenced_in_process`` covers the zombie).
+    """
+
+    multiprocess = True
+
+    @pytest.fixture(params=["sync", "async"])
+    def driver(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[LedgerDriver]:
+        driver = LedgerDriver(store_url, request.param)
+        yield driver
+        driver.close()
+
+    @pytest.fixture
+    def namespace(self) -> str:
+        return f"t{uuid.uuid4().hex[:16]}"
+
+    @pytest.fixture
+    def ledger(self, driver: LedgerDriver, namespace: str) -> DrivenLedger:
+        return driver.ledger(namespace, lease=30)
+
+    # -- claim outcomes --------------------------------------------------------------------
+
+    def test_fresh_claim_commit_then_replay(self, ledger: DrivenLedger) -> None:
+        fp = fingerprint_of({"segment": 1})
+        claim = ledger.claim("video-A:1:h264-v2", fingerprint=fp, result_version="h264-v2")
+        assert is_claim(claim)
+        assert claim.fence >= 1
+        claim.commit({"uri": "s3://out/A/1"})
+        replay = ledger.claim("video-A:1:h264-v2", fingerprint=fp, result_version="h264-v2")
+        assert isinstance(replay, Replay) and replay.succeeded
+        assert replay.result() == {"uri": "s3://out/A/1"}
+        assert replay.fence == claim.fence and replay.result_version == "h264-v2"
+
+    def test_concurrent_claim_answers_in_progress_with_owner(self, ledger: DrivenLedger) -> None:
+        claim = ledger.claim("k")
+        busy = ledger.claim("k")
+        assert isinstance(busy, InProgress)
+        assert busy.owner_attempt_id == claim.attempt_id and busy.fence == claim.fence
+        assert timedelta(0) < busy.lease_left <= timedelta(seconds=30)
+        assert abs(busy.since - datetime.now(timezone.utc)) < timedelta(minutes=5)
+
+    def test_other_fingerprint_or_version_is_a_conflict_and_writes_nothing(
+        self, ledger: DrivenLedger
+    ) -> None:
+        claim = ledger.claim("k", fingerprint=fingerprint_of(1), result_version="v1")
+        claim.commit(1)
+        before = _stable(ledger.status("k"))
+        for fingerprint, version in ((fingerprint_of(2), "v1"), (fingerprint_of(1), "v2")):
+            conflict = ledger.claim("k", fingerprint=fingerprint, result_version=version)
+            assert isinstance(conflict, Conflict)
+            with pytest.raises(KeyConflict):
+                raise conflict.error()
+        assert _stable(ledger.status("k")) == before
+
+    def test_attempt_id_and_lease_are_the_callers(self, ledger: DrivenLedger) -> None:
+        claim = ledger.claim("k", attempt_id="dispatch-1700000000000", lease=90)
+        assert claim.attempt_id == "dispatch-1700000000000"
+        status = ledger.status("k")
+        assert status is not None and status.owner is not None
+        assert timedelta(seconds=60) < status.owner.lease_left <= timedelta(seconds=90)
+
+    def test_namespaces_are_isolated(self, driver: LedgerDriver, namespace: str) -> None:
+        one = driver.ledger(namespace, lease=30)
+        two = driver.ledger(namespace + "x", lease=30)
+        one.claim("shared-key").commit("one")
+        claim = two.claim("shared-key")
+        assert is_claim(claim)
+        claim.commit("two")
+        assert one.claim("shared-key").result() == "one"  # type: ignore[union-attr]
+        assert two.claim("shared-key").result() == "two"  # type: ignore[union-attr]
+
+    # -- fencing -----------------------------------------------------------------------------
+
+    def test_takeover_after_expiry_fences_the_old_attempt(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("k", lease=0.3)
+        time.sleep(0.45)
+        b = ledger.claim("k")
+        assert is_claim(b) and b.fence > a.fence
+        for write in (a.heartbeat, lambda: a.commit("from A"), lambda: a.fail("x", retryable=True)):
+            with pytest.raises(StaleAttempt) as err:
+                write()
+            assert err.value.reason == "superseded" and err.value.current_fence == b.fence
+        status = ledger.status("k")
+        assert status is not None and status.state is JobState.PROCESSING
+        assert status.owner is not None and status.owner.attempt_id == b.attempt_id
+        b.commit("from B")
+        status = ledger.status("k")
+        assert status is not None and status.result == "from B"
+        outcomes = {a.attempt_id: a.outcome for a in status.attempts}
+        assert outcomes == {a.attempt_id: AttemptOutcome.EXPIRED, b.attempt_id: AttemptOutcome.SUCCEEDED}
+
+    def test_expired_lease_cannot_be_renewed_or_committed(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("k", lease=0.2)
+        time.sleep(0.3)
+        before = _stable(ledger.status("k"))
+        for write in (a.heartbeat, lambda: a.commit("late")):
+            with pytest.raises(StaleAttempt) as err:
+                write()
+            assert err.value.reason == "lease_expired"
+        assert _stable(ledger.status("k")) == before
+        assert is_claim(ledger.claim("k"))
+
+    def test_heartbeat_keeps_the_lease_live(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("k", lease=0.4)
+        for _ in range(6):
+            time.sleep(0.15)
+            a.heartbeat()
+            assert isinstance(ledger.claim("k"), InProgress)
+        a.commit("done")
+        assert ledger.claim("k").result() == "done"  # type: ignore[union-attr]
+
+    def test_a_finished_attempt_cannot_write_again(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("k")
+        a.commit(1)
+        for write in (a.heartbeat, lambda: a.commit(2), lambda: a.fail("x", retryable=True)):
+            with pytest.raises(StaleAttempt) as err:
+                write()
+            assert err.value.reason == "finished"
+        assert ledger.claim("k").result() == 1  # type: ignore[union-attr]
+
+    def test_paused_attempt_is_fenced_in_process(self, ledger: DrivenLedger) -> None:
+        """The zombie, paused by simply not running: its writes bounce off B's fence."""
+        a = ledger.claim("k", lease=0.25)
+        time.sleep(0.4)
+        b = ledger.claim("k", lease=30)
+        b.commit({"by": "B"})
+        with pytest.raises(StaleAttempt):
+            a.heartbeat()
+        with pytest.raises(StaleAttempt):
+            a.commit({"by": "A"})
+        assert ledger.claim("k").result() == {"by": "B"}  # type: ignore[union-attr]
+
+    # -- failures and retention ----------------------------------------------------------------
+
+    def test_retryable_failure_runs_again_terminal_failure_replays(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("retry")
+        a.fail(ValueError("flaky"), retryable=True)
+        b = ledger.claim("retry")
+        assert is_claim(b) and b.fence == a.fence + 1
+        c = ledger.claim("final")
+        c.fail(ValueError("bad input"), retryable=False)
+        replay = ledger.claim("final")
+        assert isinstance(replay, Replay) and not replay.succeeded
+        assert replay.error is not None and replay.error.type == "ValueError"
+        with pytest.raises(JobFailed, match="bad input"):
+            replay.result()
+
+    def test_after_retention_the_work_runs_again(self, driver: LedgerDriver, namespace: str) -> None:
+        ledger = driver.ledger(namespace, lease=0.05, retention=0.3)
+        first = ledger.claim("k", fingerprint=fingerprint_of(1))
+        first.commit("old")
+        assert isinstance(ledger.claim("k", fingerprint=fingerprint_of(1)), Replay)
+        time.sleep(0.5)
+        again = ledger.claim("k", fingerprint=fingerprint_of(2))
+        assert is_claim(again) and again.fence > first.fence
+
+    def test_status_reports_job_and_every_attempt(self, ledger: DrivenLedger) -> None:
+        assert ledger.status("nothing-here") is None
+        a = ledger.claim("k", fingerprint=fingerprint_of("in"), result_version="v2", lease=0.2)
+        a.heartbeat()
+        time.sleep(0.3)
+        b = ledger.claim("k", fingerprint=fingerprint_of("in"), result_version="v2")
+        b.fail(RuntimeError("disk full"), retryable=True)
+        c = ledger.claim("k", fingerprint=fingerprint_of("in"), result_version="v2")
+        c.commit({"frames": 250})
+        status = ledger.status("k")
+        assert status is not None
+        assert (status.namespace, status.key, status.state) == (ledger.namespace, "k", JobState.SUCCEEDED)
+        assert status.result_version == "v2" and status.fingerprint == fingerprint_of("in")
+        assert status.result == {"frames": 250} and status.owner is None
+        assert status.retain_until is not None and status.finished_at is not None
+        assert status.retain_until > status.finished_at
+        assert [(x.attempt_id, x.fence, x.outcome) for x in status.attempts] == [
+            (a.attempt_id, a.fence, AttemptOutcome.EXPIRED),
+            (b.attempt_id, b.fence, AttemptOutcome.FAILED),
+            (c.attempt_id, c.fence, AttemptOutcome.SUCCEEDED),
+        ]
+        assert status.attempts[1].error is not None
+        assert status.attempts[1].error.message == "disk full"
+        assert all(x.ended_at is not None and x.ended_at >= x.started_at for x in status.attempts)
+
+    # -- round trips -------------------------------------------------------------------------
+
+    def test_every_operation_is_one_store_call(self, driver: LedgerDriver, namespace: str) -> None:
+        calls: Counter[str] = Counter()
+        ledger = driver.ledger(namespace, lease=30, wrap=lambda store: _counting(store, calls))
+        claim = ledger.claim("k")
+        assert calls == Counter(claim=1)
+        claim.heartbeat()
+        claim.commit(1)
+        ledger.claim("k")
+        ledger.status("k")
+        assert calls == Counter(claim=2, heartbeat=1, finish=1, status=1)
+
+    # -- the store's clock -------------------------------------------------------------------
+
+    def test_the_callers_clock_does_not_judge_leases(self, ledger: DrivenLedger) -> None:
+        time_machine = pytest.importorskip("time_machine")
+        owner = ledger.claim("k", lease=0.4)
+        ahead = datetime.now(timezone.utc) + timedelta(hours=5)
+        with time_machine.travel(ahead, tick=True):
+            assert isinstance(ledger.claim("k"), InProgress)  # cannot steal a live lease
+        behind = datetime.now(timezone.utc) - timedelta(hours=5)
+        with time_machine.travel(behind, tick=True):
+            time.sleep(0.6)  # real time passes; this caller's clock says it is hours earlier
+            with pytest.raises(StaleAttempt) as err:
+                owner.heartbeat()  # cannot keep a dead lease
+            assert err.value.reason == "lease_expired"
+            assert is_claim(ledger.claim("k"))
+
+    # -- bad input ---------------------------------------------------------------------------
+
+    BAD_KEYS: tuple[Any, ...] = (
+        "",
+        "x" * (MAX_KEY_BYTES + 1),
+        "é" * (MAX_KEY_BYTES // 2 + 1),
+        b"\xff\xfe-not-utf8",
+        "half\ud800surrogate",
+        "tab\tinside",
+        "nul\x00inside",
+        12345,
+        None,
+    )
+
+    def test_bad_keys_are_refused_and_change_nothing(self, ledger: DrivenLedger) -> None:
+        ledger.claim("good").commit("kept")
+        before = _stable(ledger.status("good"))
+        for key in self.BAD_KEYS:
+            with pytest.raises(InvalidKey):
+                ledger.claim(key)
+            with pytest.raises(InvalidKey):
+                ledger.status(key)
+        assert _stable(ledger.status("good")) == before
+        longest = "é" * (MAX_KEY_BYTES // 2)
+        assert is_claim(ledger.claim(longest))
+        assert is_claim(ledger.claim(b"bytes-key-utf8-\xc3\xa9"))
+        assert ledger.status("bytes-key-utf8-é") is not None
+
+    def test_bad_payloads_are_refused_and_change_nothing(self, ledger: DrivenLedger) -> None:
+        claim = ledger.claim("k", result_version="v1")
+        before = _stable(ledger.status("k"))
+        for options in (
+            {"fingerprint": "not-a-digest"},
+            {"fingerprint": fingerprint_of(1).upper()},
+            {"result_version": ""},
+            {"result_version": "v" * 200},
+            {"attempt_id": ""},
+            {"attempt_id": "a\nb"},
+        ):
+            with pytest.raises(InvalidPayload):
+                ledger.claim("k", **options)
+        for lease in (0, -1, "soon"):
+            with pytest.raises(ConfigError):
+                ledger.claim("k", lease=lease)
+        with pytest.raises(ResultNotSerializable):
+            claim.commit(object())
+        with pytest.raises(ResultNotSerializable):
+            claim.commit({"loop": float("nan"), "set": {object()}})
+        assert _stable(ledger.status("k")) == before
+        claim.commit("still the owner")
+        assert ledger.claim("k", result_version="v1").result() == "still the owner"  # type: ignore[union-attr]
+
+    def test_oversized_result_is_refused_and_changes_nothing(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, max_result_bytes=1000)
+        claim = ledger.claim("k")
+        before = _stable(ledger.status("k"))
+        with pytest.raises(ResultTooLarge) as err:
+            claim.commit("x" * 1000)
+        assert err.value.size > err.value.limit == 1000
+        assert _stable(ledger.status("k")) == before
+        claim.commit("x" * 990)
+
+    def test_unsafe_configuration_is_refused(self, driver: LedgerDriver, namespace: str) -> None:
+        for options in (
+            {"lease": 30, "retention": 10},
+            {"lease": 30, "retention": 3600, "duplicate_window": 7200},
+            {"lease": timedelta(0)},
+            {"lease": 30, "max_result_bytes": 0},
+        ):
+            with pytest.raises(ConfigError):
+                driver.ledger(namespace, **options)
+        for bad in ("", "has space", "x" * 65, "ünï"):
+            with pytest.raises(ConfigError):
+                driver.ledger(bad)
+
+    # -- the decorator -------------------------------------------------------------------------
+
+    def test_decorator_runs_once_and_replays_the_annotated_type(self, ledger: DrivenLedger) -> None:
+        runs: list[Segment] = []
+
+        def body(job: Segment) -> Transcoded:
+            runs.append(job)
+            return Transcoded(uri=f"s3://out/{job.video}/{job.segment}", frames=250)
+
+        transcode = ledger.idempotent(
+            key=lambda job: f"{job.video}:{job.segment}:{job.profile}",
+            result_version=lambda job: job.profile,
+        )(body)
+        job = Segment(video="A", segment=1, profile="h264-v2")
+        first = transcode(job)
+        again = transcode(Segment(video="A", segment=1, profile="h264-v2"))
+        assert isinstance(again, Transcoded) and again == first
+        assert len(runs) == 1
+        same_key = ledger.idempotent(key=lambda job: "A:1:h264-v2", result_version="h264-v2")(body)
+        with pytest.raises(KeyConflict):
+            same_key(Segment(video="B", segment=9, profile="h264-v2"))
+        assert len(runs) == 1
+
+    def test_decorator_failures(self, ledger: DrivenLedger) -> None:
+        runs: Counter[str] = Counter()
+
+        class BadInput(TerminalError):
+            pass
+
+        @ledger.idempotent(key=lambda name: name)
+        def handler(name: str) -> str:
+            runs[name] += 1
+            if name == "flaky" and runs[name] == 1:
+                raise ConnectionError("first try fails")
+            if name == "doomed":
+                raise BadInput("cannot decode segment")
+            return f"done {name}"
+
+        with pytest.raises(ConnectionError):
+            handler("flaky")
+        assert handler("flaky") == "done flaky" and runs["flaky"] == 2
+        for _ in range(2):
+            with pytest.raises((BadInput, JobFailed)):
+                handler("doomed")
+        assert runs["doomed"] == 1
+        with pytest.raises(JobFailed, match="cannot decode segment"):
+            handler("doomed")
+
+    def test_decorator_in_progress_raises_or_joins(self, ledger: DrivenLedger) -> None:
+        started, release = threading.Event(), threading.Event()
+        runs: list[int] = []
+
+        def body(n: int) -> dict[str, int]:
+            runs.append(n)
+            started.set()
+            release.wait(10)
+            return {"n": n}
+
+        eager = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same")(body)
+        patient = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same", wait=10)(body)
+        results: list[Any] = []
+        first = threading.Thread(target=lambda: results.append(eager(1)))
+        first.start()
+        assert started.wait(10)
+        with pytest.raises(JobInProgress) as err:
+            eager(2)
+        assert err.value.lease_left > timedelta(0)
+        joiners = [threading.Thread(target=lambda: results.append(patient(3))) for _ in range(4)]
+        for t in joiners:
+            t.start()
+        time.sleep(0.2)
+        release.set()
+        for t in [first, *joiners]:
+            t.join(20)
+        assert runs == [1]
+        assert results == [{"n": 1}] * 5
+
+    def test_automatic_heartbeat_keeps_a_long_handler_owned(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.3)
+        seen: list[Any] = []
+
+        @ledger.idempotent(key=lambda k: k)
+        def slow(k: str) -> str:
+            for _ in range(4):
+                time.sleep(0.25)
+                seen.append(ledger.claim(k, fingerprint=fingerprint_of({"k": k})))
+            return "survived"
+
+        assert slow("k") == "survived"
+        assert all(isinstance(s, InProgress) for s in seen), seen
+
+    def test_lifecycle_matches_the_reference_model(self, driver: LedgerDriver, namespace: str) -> None:
+        ledger = driver.ledger(namespace, lease=30, retention=3600)
+        run_state_machine_as_test(
+            lifecycle_machine(ledger),
+            settings=settings(
+                max_examples=30,
+                stateful_step_count=20,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+
+    # -- many processes ----------------------------------------------------------------------
+
+    @pytest.mark.slow
+    def test_multi_process_race_runs_each_key_once(
+        self, driver: LedgerDriver, namespace: str, tmp_path: Path
+    ) -> None:
+        keys = [f"seg-{i}" for i in range(24)]
+        log = tmp_path / "side-effects.log"
+        processes, threads = (8, 4) if self.multiprocess else (1, 32)
+        start_at = time.time() + (3.0 if self.multiprocess else 0.2)
+        args = ["race", driver.url, namespace, driver.mode, str(threads), str(start_at), str(log), *keys]
+        if self.multiprocess:
+            children = [
+                subprocess.Popen(
+                    [sys.executable, "-m", "rill_executor.testing._workers", *args],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(processes)
+            ]
+            outs = [child.communicate(timeout=300)[0] for child in children]
+            assert all(child.returncode == 0 for child in children), outs
+            reports = [json.loads(out.strip().splitlines()[-1]) for out in outs]
+        else:
+            reports = [_in_process_race(driver.shared_store(), args)]
+        effects = Counter(log.read_text().split())
+        assert effects == Counter({key: 1 for key in keys}), "a key ran twice or never"
+        errors = [e for r in reports for e in r["errors"]]
+        assert errors == []
+        answered = sum(r["report"].get("answered", 0) for r in reports)
+        in_progress = sum(r["report"].get("in_progress", 0) for r in reports)
+        assert answered + in_progress == processes * threads * len(keys) * 2
+        for key in keys:
+            winners = {json.dumps(r["results"][key], sort_keys=True) for r in reports if key in r["results"]}
+            assert len(winners) == 1, f"{key} answered with different results: {winners}"
+        ledger = driver.ledger(namespace, lease=30)
+        for key in keys:
+            status = ledger.status(key)
+            assert status is not None and status.state is JobState.SUCCEEDED
+            assert [a.outcome for a in status.attempts] == [AttemptOutcome.SUCCEEDED]
+
+    @pytest.mark.slow
+    def test_sigstopped_zombie_is_fenced(self, driver: LedgerDriver, namespace: str) -> None:
+        lease = 1.0
+        command = [sys.executable, "-m", "rill_executor.testing._workers", "zombie",
+                   driver.url, namespace, driver.mode, "zombie-key", str(lease)]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+        with subprocess.Popen(command, **pipes) as child:  # type: ignore[call-overload]
+            try:
+                a = json.loads(child.stdout.readline())
+                os.kill(child.pid, signal.SIGSTOP)
+                time.sleep(lease * 1.6)
+                ledger = driver.ledger(namespace, lease=30)
+                b = ledger.claim("zombie-key", fingerprint=fingerprint_of({"k": "zombie-key"}))
+                assert is_claim(b), b
+                assert b.fence == a["fence"] + 1
+                b.commit("winner")
+                os.kill(child.pid, signal.SIGCONT)
+                child.stdin.write("go\n")
+                child.stdin.flush()
+                report = json.loads(child.stdout.readline())
+            finally:
+                os.kill(child.pid, signal.SIGCONT)
+        assert report == {"lost_seen_by_handler": True, "commit": "StaleAttempt:superseded"}
+        status = ledger.status("zombie-key")
+        assert status is not None and status.result == "winner"
+        assert [(x.attempt_id, x.outcome) for x in status.attempts] == [
+            (a["attempt_id"], AttemptOutcome.EXPIRED),
+            (b.attempt_id, AttemptOutcome.SUCCEEDED),
+        ]
+
+
+def _in_process_race(store: Any, args: list[str]) -> dict[str, Any]:
+    """Run the race worker on this process's store (for in-process stores)."""
+    import contextlib
+    import io
+
+    from . import _workers
+
+    _, _, namespace, mode, threads, start_at, log, *keys = args
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _workers.race(store, namespace, mode, int(threads), float(start_at), log, keys)
+    return json.loads(out.getvalue().strip().splitlines()[-1])  # type: ignore[no-any-return]

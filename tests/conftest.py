@@ -1,0 +1,61 @@
+"""Shared fixtures: the real database servers the suite needs.
+
+PostgreSQL and MariaDB are required, never skipped: a missing server fails the run with the
+command that starts it. Override the URLs with RILL_TEST_POSTGRES_URL / RILL_TEST_MARIADB_URL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+POSTGRES_URL = os.environ.get(
+    "RILL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+MARIADB_URL = os.environ.get("RILL_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
+
+_START = {
+    "postgresql": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+    "mysql": "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
+}
+
+
+def _fresh_database(url: str, family: str) -> str:
+    """Check the server answers, drop our tables, and install the schema from scratch."""
+    try:
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            for table in ("rill_attempts", "rill_jobs", "rill_schema"):
+                conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+        engine.dispose()
+    except Exception as exc:
+        pytest.fail(
+            f"the {family} test server at {url} is not reachable ({exc}).\n"
+            f"Start it with: {_START[family]}\nor point the tests elsewhere with"
+            f" RILL_TEST_{'POSTGRES' if family == 'postgresql' else 'MARIADB'}_URL",
+            pytrace=False,
+        )
+    from rill_executor_sql import SqlStore
+
+    SqlStore(url, upgrade=True).close()
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    return _fresh_database(POSTGRES_URL, "postgresql")
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> str:
+    return _fresh_database(MARIADB_URL, "mysql")
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    path: Path = tmp_path_factory.mktemp("sqlite") / "jobs.db"
+    yield f"sqlite:///{path}"
