@@ -74,8 +74,10 @@ class _ClaimBase:
         return row
 
     def _lease_us(self, lease: Seconds | None) -> int:
-        return self._core.lease_us(lease) if lease is not None else self.lease // timedelta(
-            microseconds=1
+        return (
+            self._core.lease_us(lease)
+            if lease is not None
+            else self.lease // timedelta(microseconds=1)
         )
 
     def __repr__(self) -> str:

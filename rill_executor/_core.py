@@ -131,7 +131,9 @@ class LedgerCore:
             job_id=job_id(self.namespace, text),
             namespace=self.namespace,
             key=text,
-            fingerprint=_NO_FINGERPRINT if fingerprint is None else validate_fingerprint(fingerprint),
+            fingerprint=_NO_FINGERPRINT
+            if fingerprint is None
+            else validate_fingerprint(fingerprint),
             result_version=validate_result_version(result_version),
             attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
             lease_us=self.config.lease_us if lease is None else to_us(lease, "lease"),
@@ -181,9 +183,7 @@ class LedgerCore:
             lease_left=timedelta(microseconds=(job.lease_until or answer.now) - answer.now),
         )
 
-    def written(
-        self, ref: AttemptRef, answer: StoreAnswer, *, key: str, operation: str
-    ) -> JobRow:
+    def written(self, ref: AttemptRef, answer: StoreAnswer, *, key: str, operation: str) -> JobRow:
         """The row a fenced write produced, or ``StaleAttempt`` saying why nothing was written."""
         if answer.ok and answer.job is not None:
             return answer.job
@@ -195,7 +195,7 @@ class LedgerCore:
                 f"attempt {job.owner_attempt if job else None} (fence {job.fence if job else '?'})"
                 " has claimed the job since"
             ),
-            WriteRejection.FINISHED: f"this attempt already ended the job as {job.state.value if job else '?'}",
+            WriteRejection.FINISHED: "this attempt already ended the job",
             WriteRejection.LEASE_EXPIRED: (
                 "its lease expired on the store's clock; the next claim takes the job over."
                 " Heartbeat more often or use a longer lease"

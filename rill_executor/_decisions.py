@@ -71,7 +71,7 @@ def claimed_row(job: JobRow | None, request: ClaimRequest, now: int) -> JobRow:
     )
 
 
-class WriteRejection(str, enum.Enum):
+class WriteRejection(enum.StrEnum):
     MISSING = "missing"
     SUPERSEDED = "superseded"
     FINISHED = "finished"

@@ -8,6 +8,7 @@ a store outage is retried at the next tick, since the lease may still be live.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from types import TracebackType
@@ -57,7 +58,9 @@ class AsyncHeartbeat:
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> AsyncHeartbeat:
-        self._task = asyncio.create_task(self._run(), name=f"rill-heartbeat-{self._claim.attempt_id}")
+        self._task = asyncio.create_task(
+            self._run(), name=f"rill-heartbeat-{self._claim.attempt_id}"
+        )
         return self
 
     async def __aexit__(
@@ -65,10 +68,8 @@ class AsyncHeartbeat:
     ) -> None:
         assert self._task is not None
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
 
     async def _run(self) -> None:
         while True:

@@ -92,9 +92,13 @@ class IdempotentSpec:
         else:
             interval = to_us(heartbeat, "heartbeat") / 1e6
         wait_s = None if wait is None else to_us(wait, "wait") / 1e6
-        return cls(fn, key, fingerprint, result_version, wait_s, interval, (TerminalError, *terminal))
+        return cls(
+            fn, key, fingerprint, result_version, wait_s, interval, (TerminalError, *terminal)
+        )
 
-    def identity(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[object, str, str | None]:
+    def identity(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Any, str, str | None]:
         """(key, fingerprint, result version) of one call."""
         key = self.key(*args, **kwargs)
         if self.fingerprint is not None:
@@ -154,7 +158,9 @@ def _note(exc: BaseException, problem: RillExecutorError) -> None:
     exc.add_note(f"rill-executor: recording this failure was rejected too: {problem}")
 
 
-def run_sync(ledger: Ledger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def run_sync(
+    ledger: Ledger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     key, fingerprint, version = spec.identity(args, kwargs)
     waiter = spec.waiter()
     while True:
@@ -169,7 +175,9 @@ def run_sync(ledger: Ledger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs
         time.sleep(delay)
 
 
-def _run_claimed_sync(spec: IdempotentSpec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _run_claimed_sync(
+    spec: IdempotentSpec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     token = _current.set(claim)
     beat: AbstractContextManager[object] = (
         Heartbeat(claim, spec.heartbeat) if spec.heartbeat else nullcontext()

@@ -21,7 +21,15 @@ from ._idempotent import IdempotentSpec, run_async, run_sync
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobStatus
 from ._registry import open_async_store, open_store
-from ._store import AsyncStore, AttemptRef, ClaimRequest, Completion, Store, StoreAnswer, StoreStatus
+from ._store import (
+    AsyncStore,
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    Store,
+    StoreAnswer,
+    StoreStatus,
+)
 
 __all__ = ["AsyncLedger", "Ledger", "ThreadedAsyncStore"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from ._codec import decode_result
 from ._errors import JobFailed, JobInProgress, KeyConflict
@@ -43,9 +43,8 @@ class Replay:
     def result(self, type_: type[T]) -> T: ...
     def result(self, type_: Any = Any) -> Any:
         """The stored result validated as ``type_``; raises ``JobFailed`` for a failure."""
-        if not self.succeeded or self.result_json is None:
-            self.raise_for_failure()
-        return decode_result(self.result_json, type_)
+        self.raise_for_failure()
+        return decode_result(self.result_json or "null", type_)
 
     def raise_for_failure(self) -> None:
         if self.succeeded:
@@ -123,10 +122,9 @@ class Conflict:
         )
 
 
-def raise_for_outcome(outcome: object) -> NoReturn | None:
+def raise_for_outcome(outcome: object) -> None:
     """Raise the exception an in-progress, conflict or failed-replay outcome stands for."""
     if isinstance(outcome, (InProgress, Conflict)):
         raise outcome.error()
     if isinstance(outcome, Replay):
         outcome.raise_for_failure()
-    return None

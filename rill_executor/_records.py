@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -31,13 +31,13 @@ __all__ = [
 MAX_ERROR_CHARS = 4000
 
 
-class JobState(str, enum.Enum):
+class JobState(enum.StrEnum):
     PROCESSING = "processing"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
 
 
-class AttemptOutcome(str, enum.Enum):
+class AttemptOutcome(enum.StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -80,11 +80,11 @@ class AttemptRow:
 def from_us(us: int | None) -> datetime | None:
     if us is None:
         return None
-    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
 def _at(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
 class _View(BaseModel):

@@ -1,8 +1,9 @@
 """``open_store`` / ``open_async_store``: a URL's scheme names the adapter, via entry points.
 
 An adapter distribution registers ``scheme = "package.module:factory"`` under the groups
-``rill_executor.stores`` and ``rill_executor.async_stores``. ``postgresql+psycopg://`` is
-looked up as ``postgresql+psycopg`` first, then as ``postgresql``.
+``rill_executor.stores`` and ``rill_executor.async_stores``, and, if its stores have a
+schema, ``scheme = "package.module:upgrade"`` under ``rill_executor.schema``.
+``postgresql+psycopg://`` is looked up as ``postgresql+psycopg`` first, then ``postgresql``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, cast
 from ._errors import ConfigError
 from ._store import AsyncStore, Store
 
-__all__ = ["open_async_store", "open_store"]
+__all__ = ["open_async_store", "open_store", "upgrade_schema"]
 
 _HINTS = {
     "sqlite": "rill-executor-sql",
@@ -54,3 +55,13 @@ def open_store(url: str) -> Store:
 def open_async_store(url: str) -> AsyncStore:
     """Open an asyncio store by URL; the same schemes as ``open_store``."""
     return cast(AsyncStore, _factory(url, "rill_executor.async_stores")(url))
+
+
+def upgrade_schema(url: str) -> list[int]:
+    """Apply the store's missing schema migrations; returns the versions applied."""
+    try:
+        upgrade = _factory(url, "rill_executor.schema")
+    except ConfigError:
+        _factory(url, "rill_executor.stores")  # an unknown scheme says so
+        return []  # a store without a schema
+    return cast(list[int], upgrade(url))

@@ -14,7 +14,15 @@ from ._decisions import (
 )
 from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
-from ._store import AsyncStore, AttemptRef, ClaimRequest, Completion, Store, StoreAnswer, StoreStatus
+from ._store import (
+    AsyncStore,
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    Store,
+    StoreAnswer,
+    StoreStatus,
+)
 
 __all__ = [
     "AsyncStore",

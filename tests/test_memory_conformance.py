@@ -5,7 +5,7 @@ from rill_executor.testing import StoreConformance
 
 class TestMemoryStore(StoreConformance):
     multiprocess = False
-    test_sigstopped_zombie_is_fenced = None  # a stopped process cannot share this store
+    test_sigstopped_zombie_is_fenced = None  # type: ignore[assignment]  # not shareable
 
     @pytest.fixture
     def store_url(self) -> str:

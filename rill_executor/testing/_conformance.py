@@ -16,7 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,7 @@ class StoreConformance:
         assert isinstance(busy, InProgress)
         assert busy.owner_attempt_id == claim.attempt_id and busy.fence == claim.fence
         assert timedelta(0) < busy.lease_left <= timedelta(seconds=30)
-        assert abs(busy.since - datetime.now(timezone.utc)) < timedelta(minutes=5)
+        assert abs(busy.since - datetime.now(UTC)) < timedelta(minutes=5)
 
     def test_other_fingerprint_or_version_is_a_conflict_and_writes_nothing(
         self, ledger: DrivenLedger
@@ -155,8 +155,8 @@ class StoreConformance:
         claim = two.claim("shared-key")
         assert is_claim(claim)
         claim.commit("two")
-        assert one.claim("shared-key").result() == "one"  # type: ignore[union-attr]
-        assert two.claim("shared-key").result() == "two"  # type: ignore[union-attr]
+        assert one.claim("shared-key").result() == "one"
+        assert two.claim("shared-key").result() == "two"
 
     # -- fencing -----------------------------------------------------------------------------
 
@@ -176,7 +176,10 @@ class StoreConformance:
         status = ledger.status("k")
         assert status is not None and status.result == "from B"
         outcomes = {a.attempt_id: a.outcome for a in status.attempts}
-        assert outcomes == {a.attempt_id: AttemptOutcome.EXPIRED, b.attempt_id: AttemptOutcome.SUCCEEDED}
+        assert outcomes == {
+            a.attempt_id: AttemptOutcome.EXPIRED,
+            b.attempt_id: AttemptOutcome.SUCCEEDED,
+        }
 
     def test_expired_lease_cannot_be_renewed_or_committed(self, ledger: DrivenLedger) -> None:
         a = ledger.claim("k", lease=0.2)
@@ -196,7 +199,7 @@ class StoreConformance:
             a.heartbeat()
             assert isinstance(ledger.claim("k"), InProgress)
         a.commit("done")
-        assert ledger.claim("k").result() == "done"  # type: ignore[union-attr]
+        assert ledger.claim("k").result() == "done"
 
     def test_a_finished_attempt_cannot_write_again(self, ledger: DrivenLedger) -> None:
         a = ledger.claim("k")
@@ -205,7 +208,7 @@ class StoreConformance:
             with pytest.raises(StaleAttempt) as err:
                 write()
             assert err.value.reason == "finished"
-        assert ledger.claim("k").result() == 1  # type: ignore[union-attr]
+        assert ledger.claim("k").result() == 1
 
     def test_paused_attempt_is_fenced_in_process(self, ledger: DrivenLedger) -> None:
         """The zombie, paused by simply not running: its writes bounce off B's fence."""
@@ -217,11 +220,13 @@ class StoreConformance:
             a.heartbeat()
         with pytest.raises(StaleAttempt):
             a.commit({"by": "A"})
-        assert ledger.claim("k").result() == {"by": "B"}  # type: ignore[union-attr]
+        assert ledger.claim("k").result() == {"by": "B"}
 
     # -- failures and retention ----------------------------------------------------------------
 
-    def test_retryable_failure_runs_again_terminal_failure_replays(self, ledger: DrivenLedger) -> None:
+    def test_retryable_failure_runs_again_terminal_failure_replays(
+        self, ledger: DrivenLedger
+    ) -> None:
         a = ledger.claim("retry")
         a.fail(ValueError("flaky"), retryable=True)
         b = ledger.claim("retry")
@@ -234,7 +239,9 @@ class StoreConformance:
         with pytest.raises(JobFailed, match="bad input"):
             replay.result()
 
-    def test_after_retention_the_work_runs_again(self, driver: LedgerDriver, namespace: str) -> None:
+    def test_after_retention_the_work_runs_again(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
         ledger = driver.ledger(namespace, lease=0.05, retention=0.3)
         first = ledger.claim("k", fingerprint=fingerprint_of(1))
         first.commit("old")
@@ -254,7 +261,11 @@ class StoreConformance:
         c.commit({"frames": 250})
         status = ledger.status("k")
         assert status is not None
-        assert (status.namespace, status.key, status.state) == (ledger.namespace, "k", JobState.SUCCEEDED)
+        assert (status.namespace, status.key, status.state) == (
+            ledger.namespace,
+            "k",
+            JobState.SUCCEEDED,
+        )
         assert status.result_version == "v2" and status.fingerprint == fingerprint_of("in")
         assert status.result == {"frames": 250} and status.owner is None
         assert status.retain_until is not None and status.finished_at is not None
@@ -286,10 +297,10 @@ class StoreConformance:
     def test_the_callers_clock_does_not_judge_leases(self, ledger: DrivenLedger) -> None:
         time_machine = pytest.importorskip("time_machine")
         owner = ledger.claim("k", lease=0.4)
-        ahead = datetime.now(timezone.utc) + timedelta(hours=5)
+        ahead = datetime.now(UTC) + timedelta(hours=5)
         with time_machine.travel(ahead, tick=True):
             assert isinstance(ledger.claim("k"), InProgress)  # cannot steal a live lease
-        behind = datetime.now(timezone.utc) - timedelta(hours=5)
+        behind = datetime.now(UTC) - timedelta(hours=5)
         with time_machine.travel(behind, tick=True):
             time.sleep(0.6)  # real time passes; this caller's clock says it is hours earlier
             with pytest.raises(StaleAttempt) as err:
@@ -347,7 +358,7 @@ class StoreConformance:
             claim.commit({"loop": float("nan"), "set": {object()}})
         assert _stable(ledger.status("k")) == before
         claim.commit("still the owner")
-        assert ledger.claim("k", result_version="v1").result() == "still the owner"  # type: ignore[union-attr]
+        assert ledger.claim("k", result_version="v1").result() == "still the owner"
 
     def test_oversized_result_is_refused_and_changes_nothing(
         self, driver: LedgerDriver, namespace: str
@@ -433,7 +444,9 @@ class StoreConformance:
             return {"n": n}
 
         eager = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same")(body)
-        patient = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same", wait=10)(body)
+        patient = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same", wait=10)(
+            body
+        )
         results: list[Any] = []
         first = threading.Thread(target=lambda: results.append(eager(1)))
         first.start()
@@ -467,7 +480,9 @@ class StoreConformance:
         assert slow("k") == "survived"
         assert all(isinstance(s, InProgress) for s in seen), seen
 
-    def test_lifecycle_matches_the_reference_model(self, driver: LedgerDriver, namespace: str) -> None:
+    def test_lifecycle_matches_the_reference_model(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
         ledger = driver.ledger(namespace, lease=30, retention=3600)
         run_state_machine_as_test(
             lifecycle_machine(ledger),
@@ -489,7 +504,16 @@ class StoreConformance:
         log = tmp_path / "side-effects.log"
         processes, threads = (8, 4) if self.multiprocess else (1, 32)
         start_at = time.time() + (3.0 if self.multiprocess else 0.2)
-        args = ["race", driver.url, namespace, driver.mode, str(threads), str(start_at), str(log), *keys]
+        args = [
+            "race",
+            driver.url,
+            namespace,
+            driver.mode,
+            str(threads),
+            str(start_at),
+            str(log),
+            *keys,
+        ]
         if self.multiprocess:
             children = [
                 subprocess.Popen(
@@ -512,7 +536,11 @@ class StoreConformance:
         in_progress = sum(r["report"].get("in_progress", 0) for r in reports)
         assert answered + in_progress == processes * threads * len(keys) * 2
         for key in keys:
-            winners = {json.dumps(r["results"][key], sort_keys=True) for r in reports if key in r["results"]}
+            winners = {
+                json.dumps(r["results"][key], sort_keys=True)
+                for r in reports
+                if key in r["results"]
+            }
             assert len(winners) == 1, f"{key} answered with different results: {winners}"
         ledger = driver.ledger(namespace, lease=30)
         for key in keys:
@@ -523,8 +551,17 @@ class StoreConformance:
     @pytest.mark.slow
     def test_sigstopped_zombie_is_fenced(self, driver: LedgerDriver, namespace: str) -> None:
         lease = 1.0
-        command = [sys.executable, "-m", "rill_executor.testing._workers", "zombie",
-                   driver.url, namespace, driver.mode, "zombie-key", str(lease)]
+        command = [
+            sys.executable,
+            "-m",
+            "rill_executor.testing._workers",
+            "zombie",
+            driver.url,
+            namespace,
+            driver.mode,
+            "zombie-key",
+            str(lease),
+        ]
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
         with subprocess.Popen(command, **pipes) as child:  # type: ignore[call-overload]
             try:

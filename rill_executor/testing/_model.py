@@ -98,7 +98,7 @@ def lifecycle_machine(ledger: DrivenLedger) -> type[RuleBasedStateMachine]:
             if short:
                 time.sleep(SHORT_LEASE * 3)
             fence = self.model.claimed(fp, live=not short)
-            assert outcome.fence == fence  # type: ignore[union-attr]
+            assert outcome.fence == fence
             return _Held(outcome, fence)
 
         def _write(self, held: _Held, action: Any) -> bool:

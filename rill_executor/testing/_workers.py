@@ -29,7 +29,9 @@ def _side_effect(log_fd: int, key: str) -> dict[str, Any]:
     return {"key": key, "pid": os.getpid(), "thread": threading.get_ident()}
 
 
-def _tally(report: Counter[str], results: dict[str, Any], errors: list[str], key: str, call: Any) -> None:
+def _tally(
+    report: Counter[str], results: dict[str, Any], errors: list[str], key: str, call: Any
+) -> None:
     try:
         value = call()
     except JobInProgress:
@@ -47,7 +49,9 @@ def _tally(report: Counter[str], results: dict[str, Any], errors: list[str], key
         errors.append(f"two results for {key}: {seen!r} and {value!r}")
 
 
-def race(url: Any, namespace: str, mode: str, threads: int, start_at: float, log: str, keys: list[str]) -> None:
+def race(
+    url: Any, namespace: str, mode: str, threads: int, start_at: float, log: str, keys: list[str]
+) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     report: Counter[str] = Counter()
     results: dict[str, Any] = {}

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rill_executor.store import StoreError
-from sqlalchemy import ColumnElement, Engine, event, literal_column
+from sqlalchemy import ColumnElement, Engine, create_engine, event, literal_column
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy import create_engine
+
+from rill_executor.store import StoreError
 
 __all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
 
@@ -45,8 +45,13 @@ class SqlDialect:
 
 def _family(url: URL) -> str:
     backend = url.get_backend_name()
-    family = {"postgresql": "postgresql", "postgres": "postgresql", "sqlite": "sqlite",
-              "mysql": "mysql", "mariadb": "mysql"}.get(backend)
+    family = {
+        "postgresql": "postgresql",
+        "postgres": "postgresql",
+        "sqlite": "sqlite",
+        "mysql": "mysql",
+        "mariadb": "mysql",
+    }.get(backend)
     if family is None:
         raise StoreError(f"rill-executor-sql does not support {backend!r} URLs")
     return family
@@ -80,8 +85,12 @@ def _engine_args(family: str) -> dict[str, Any]:
     if family == "mysql":
         # No gap locks: two first claims of one key race on the primary key, and the
         # loser retries instead of deadlocking.
-        return {"isolation_level": "READ COMMITTED", "pool_size": 8, "max_overflow": 8,
-                "pool_recycle": 3600}
+        return {
+            "isolation_level": "READ COMMITTED",
+            "pool_size": 8,
+            "max_overflow": 8,
+            "pool_recycle": 3600,
+        }
     return {"connect_args": {"timeout": 30, "check_same_thread": False}}
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rill_executor.store import SchemaMissing, StoreError, StoreUnavailable
 from sqlalchemy import exc as sa
+
+from rill_executor.store import SchemaMissing, StoreError, StoreUnavailable
 
 __all__ = ["is_race", "wrap_errors"]
 

@@ -13,6 +13,8 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any, TypeAlias
 
+from sqlalchemy import Executable, and_, bindparam, select, update
+
 from rill_executor.store import (
     AttemptOutcome,
     AttemptRef,
@@ -31,7 +33,6 @@ from rill_executor.store import (
     finished_row,
     heartbeat_row,
 )
-from sqlalchemy import Executable, and_, bindparam, select, update
 
 from ._dialect import SqlDialect
 from ._queries import named
@@ -39,7 +40,7 @@ from ._schema import attempts, jobs
 
 __all__ = ["Flow", "Step", "claim", "finish", "heartbeat", "status"]
 
-Rows: TypeAlias = Sequence[Mapping[str, Any]]
+Rows: TypeAlias = Sequence[Mapping[Any, Any]]
 Step: TypeAlias = tuple[Executable, dict[str, Any]]
 Flow: TypeAlias = Generator[Step, Rows, Any]
 
@@ -85,18 +86,13 @@ def _answer(rows: Rows) -> StoreAnswer:
 
 # -- the client-decided flows (SQLite, MariaDB): one transaction each ------------------------
 
-_select_locked = (
-    select(*jobs.columns).where(jobs.c.job_id == bindparam("job_id")).with_for_update()
-)
+_select_locked = select(*jobs.columns).where(jobs.c.job_id == bindparam("job_id")).with_for_update()
 _update_job = update(jobs).where(jobs.c.job_id == bindparam("b_job_id"))
-_end_attempt = (
-    update(attempts)
-    .where(
-        and_(
-            attempts.c.job_id == bindparam("b_job_id"),
-            attempts.c.fence == bindparam("b_fence"),
-            attempts.c.outcome == AttemptOutcome.RUNNING.value,
-        )
+_end_attempt = update(attempts).where(
+    and_(
+        attempts.c.job_id == bindparam("b_job_id"),
+        attempts.c.fence == bindparam("b_fence"),
+        attempts.c.outcome == AttemptOutcome.RUNNING.value,
     )
 )
 
@@ -125,15 +121,18 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
                 _end_attempt.values(outcome=AttemptOutcome.EXPIRED.value, ended_at=now),
                 {"b_job_id": job.job_id, "b_fence": job.fence},
             )
-    yield attempts.insert(), {
-        "job_id": new.job_id,
-        "fence": new.fence,
-        "attempt_id": request.attempt_id,
-        "started_at": now,
-        "ended_at": None,
-        "outcome": AttemptOutcome.RUNNING.value,
-        "error": None,
-    }
+    yield (
+        attempts.insert(),
+        {
+            "job_id": new.job_id,
+            "fence": new.fence,
+            "attempt_id": request.attempt_id,
+            "started_at": now,
+            "ended_at": None,
+            "outcome": AttemptOutcome.RUNNING.value,
+            "error": None,
+        },
+    )
     return StoreAnswer(ok=True, job=new, now=now)
 
 
@@ -196,9 +195,14 @@ def _server_claim(request: ClaimRequest) -> Flow:
 
 
 def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
-    return _answer((yield named("postgres", name), {
-        "job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra
-    }))
+    return _answer(
+        (
+            yield (
+                named("postgres", name),
+                {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra},
+            )
+        )
+    )
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -218,14 +222,18 @@ def heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
 
 def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:
     if dialect.server_side:
-        return _server_write("finish", ref, {
-            "state": completion.state.value,
-            "result": completion.result,
-            "error": completion.error,
-            "retryable": completion.retryable,
-            "retention_us": completion.retention_us,
-            "outcome": _outcome(completion),
-        })
+        return _server_write(
+            "finish",
+            ref,
+            {
+                "state": completion.state.value,
+                "result": completion.result,
+                "error": completion.error,
+                "retryable": completion.retryable,
+                "retention_us": completion.retention_us,
+                "outcome": _outcome(completion),
+            },
+        )
     return _client_finish(dialect, ref, completion)
 
 

@@ -8,6 +8,7 @@ Version 1 creates the tables. Later versions append a function to ``MIGRATIONS``
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -26,11 +27,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "attempts", "installed_version", "jobs", "metadata", "upgrade"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "attempts",
+    "installed_version",
+    "jobs",
+    "metadata",
+    "upgrade",
+]
 
 metadata = MetaData()
 _big_text = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
-_mysql = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+_mysql: dict[str, Any] = {
+    "mysql_charset": "utf8mb4",
+    "mysql_collate": "utf8mb4_bin",
+    "mysql_engine": "InnoDB",
+}
 
 jobs = Table(
     "rill_jobs",

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
 from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
@@ -14,14 +17,12 @@ from rill_executor.store import (
     StoreStatus,
     StoreUnavailable,
 )
-from sqlalchemy import Connection, Engine, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import _flows, _schema
 from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
 from ._errors import is_race, wrap_errors
 
-__all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store"]
+__all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
 T = TypeVar("T")
 _RETRIES = 20
@@ -74,13 +75,13 @@ def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
 class SqlStore:
     """A synchronous SQL store. ``upgrade`` applies missing schema migrations."""
 
-    def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
+    def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
         if upgrade if upgrade is not None else self.dialect.family == "sqlite":
             self.upgrade()
-        else:
+        elif check:
             with wrap_errors(self._where), self.engine.connect() as conn:
                 problem = _schema_problem(_schema.installed_version(conn))
             if problem:
@@ -211,3 +212,11 @@ def open_sql_store(url: str) -> SqlStore:
 
 def open_async_sql_store(url: str) -> AsyncSqlStore:
     return AsyncSqlStore(url)
+
+
+def upgrade_schema(url: str) -> list[int]:
+    store = SqlStore(url, upgrade=False, check=False)
+    try:
+        return store.upgrade()
+    finally:
+        store.close()

@@ -1,0 +1,27 @@
+# Two commands: `make demo` (no server needed) and `make test` (the whole suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]'
+
+.PHONY: demo test check lint bench
+
+$(VENV)/.installed: pyproject.toml adapters/sql/pyproject.toml requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt $(PACKAGES)
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/rill-executor demo
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_sql.py
