@@ -79,13 +79,17 @@ class SqlStore:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
-        if upgrade if upgrade is not None else self.dialect.family == "sqlite":
-            self.upgrade()
-        elif check:
-            with wrap_errors(self._where), self.engine.connect() as conn:
-                problem = _schema_problem(_schema.installed_version(conn))
-            if problem:
-                raise problem
+        try:
+            if upgrade if upgrade is not None else self.dialect.family == "sqlite":
+                self.upgrade()
+            elif check:
+                with wrap_errors(self._where), self.engine.connect() as conn:
+                    problem = _schema_problem(_schema.installed_version(conn))
+                if problem:
+                    raise problem
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     def upgrade(self) -> list[int]:
         """Apply missing migrations; returns the versions applied."""

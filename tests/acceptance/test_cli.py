@@ -1,0 +1,65 @@
+"""The installed ``rill-executor`` command, run as a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+EXE = Path(sys.executable).parent / "rill-executor"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    assert EXE.exists(), f"{EXE} is missing: install rill-executor[cli] in this environment"
+    return subprocess.run([EXE, *args], check=False, capture_output=True, text=True, timeout=120)
+
+
+def test_demo_walks_through_every_answer() -> None:
+    done = run("demo", "--lease", "0.5")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "handler ran (1 run so far)" in out
+    assert "replayed as Transcoded, handler not run (1 run so far)" in out
+    assert "-> JobInProgress: attempt" in out
+    assert "joined the running attempt" in out and "segment 2: 1 run for 3 calls" in out
+    assert "takeover, fence 2" in out
+    assert "-> StaleAttempt (superseded)" in out
+    assert "expired" in out and "succeeded" in out
+
+
+def test_schema_upgrade_applies_once(postgres_url: str) -> None:
+    base = make_url(postgres_url)
+    name = f"rill_cli_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    try:
+        url = base.set(database=name).render_as_string(hide_password=False)
+        first = run("schema", "upgrade", "--store", url)
+        assert first.returncode == 0 and "applied schema versions 1" in first.stdout, first
+        again = run("schema", "upgrade", "--store", url)
+        assert again.returncode == 0 and "up to date" in again.stdout
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE {name} WITH (FORCE)"))
+        admin.dispose()
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("nowhere.db", "has no scheme"),
+        ("cassandra://host/x", "no store adapter for scheme 'cassandra'"),
+        ("postgresql+psycopg://postgres@127.0.0.1:1/test", "is unavailable"),
+    ],
+)
+def test_bad_store_urls_exit_2_with_one_line(url: str, message: str) -> None:
+    done = run("schema", "upgrade", "--store", url)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    assert "Traceback" not in done.stderr

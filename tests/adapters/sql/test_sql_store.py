@@ -1,0 +1,123 @@
+"""What the SQL store adds to the kit: statements on the wire, schema, errors."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import make_url
+
+from rill_executor import Ledger, SchemaMissing, StoreUnavailable
+from rill_executor_sql import SCHEMA_VERSION, SqlStore
+from rill_executor_sql._schema import installed_version, metadata
+
+FAMILIES = ["sqlite", "postgres", "mariadb"]
+
+
+@pytest.fixture(params=FAMILIES)
+def url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+def _statements(store: SqlStore) -> list[str]:
+    seen: list[str] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        seen.append(statement.split()[0].upper())
+
+    return seen
+
+
+def test_postgres_spends_one_statement_per_operation(postgres_url: str) -> None:
+    store = SqlStore(postgres_url)
+    ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
+    seen = _statements(store)
+    counts = []
+
+    def count(operation: object) -> None:
+        counts.append(len(seen) - sum(counts))
+
+    claim = ledger.claim("k")
+    count(claim)
+    count(claim.heartbeat())
+    count(claim.commit({"ok": True}))
+    count(ledger.claim("k"))
+    count(ledger.status("k"))
+    store.close()
+    assert counts == [1, 1, 1, 1, 1], seen
+
+
+@pytest.mark.parametrize("family", ["sqlite", "mariadb"])
+def test_client_decided_stores_use_one_short_transaction(
+    family: str, request: pytest.FixtureRequest
+) -> None:
+    store = SqlStore(request.getfixturevalue(f"{family}_url"))
+    ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
+    seen = _statements(store)
+    claim = ledger.claim("k")
+    claim.commit(1)
+    ledger.claim("k")
+    store.close()
+    begin = ["BEGIN"] if family == "sqlite" else []
+    assert seen == [
+        *begin,
+        "SELECT",
+        "SELECT",
+        "INSERT",
+        "INSERT",  # fresh claim: lock, clock, job, attempt
+        *begin,
+        "SELECT",
+        "UPDATE",
+        "UPDATE",  # commit: lock, job, attempt
+        *begin,
+        "SELECT",  # replay: one locked read
+    ]
+
+
+def test_schema_upgrade_is_idempotent_and_matches_the_metadata(url: str) -> None:
+    store = SqlStore(url, upgrade=True)
+    assert store.upgrade() == []
+    with store.engine.connect() as conn:
+        assert installed_version(conn) == SCHEMA_VERSION
+        inspector = inspect(conn)
+        for table in metadata.sorted_tables:
+            columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
+            assert columns == {c.name: c.nullable for c in table.columns}, table.name
+    store.close()
+
+
+@pytest.fixture
+def empty_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A new, empty database on the PostgreSQL or MariaDB test server."""
+    base = make_url(request.getfixturevalue(f"{request.param}_url"))
+    name = f"rill_empty_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE {name}"))
+    yield base.set(database=name).render_as_string(hide_password=False)
+    force = " WITH (FORCE)" if base.get_backend_name() == "postgresql" else ""
+    with admin.connect() as conn:
+        conn.execute(text(f"DROP DATABASE {name}{force}"))
+    admin.dispose()
+
+
+@pytest.mark.parametrize("empty_database", ["postgres", "mariadb"], indirect=True)
+def test_a_server_store_without_schema_says_how_to_install_it(empty_database: str) -> None:
+    with pytest.raises(SchemaMissing, match="rill-executor schema upgrade --store URL"):
+        SqlStore(empty_database)
+    SqlStore(empty_database, upgrade=True).close()
+    SqlStore(empty_database).close()
+
+
+def test_an_unreachable_server_is_store_unavailable() -> None:
+    with pytest.raises(StoreUnavailable, match="unavailable"):
+        SqlStore("postgresql+psycopg://postgres@127.0.0.1:1/test")
+
+
+def test_sqlite_files_get_their_schema_on_first_use(tmp_path: object) -> None:
+    store = SqlStore(f"sqlite:///{tmp_path}/fresh.db")
+    assert Ledger(store, namespace="n").status("k") is None
+    store.close()

@@ -1,0 +1,82 @@
+"""The curated public names are a contract: adding or removing one is a decision."""
+
+import rill_executor
+import rill_executor.store
+import rill_executor.testing
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(rill_executor.__all__) == sorted(
+        [
+            "MAX_KEY_BYTES",
+            "AsyncClaim",
+            "AsyncClaimOutcome",
+            "AsyncLedger",
+            "AsyncMemoryStore",
+            "AsyncStore",
+            "AttemptInfo",
+            "AttemptOutcome",
+            "Claim",
+            "ClaimOutcome",
+            "ConfigError",
+            "Conflict",
+            "ErrorInfo",
+            "InProgress",
+            "InvalidKey",
+            "InvalidPayload",
+            "JobFailed",
+            "JobInProgress",
+            "JobState",
+            "JobStatus",
+            "KeyConflict",
+            "Ledger",
+            "MemoryStore",
+            "OutcomeError",
+            "OwnerInfo",
+            "Replay",
+            "ResultNotSerializable",
+            "ResultTooLarge",
+            "RillExecutorError",
+            "SchemaMissing",
+            "StaleAttempt",
+            "Store",
+            "StoreError",
+            "StoreProtocolError",
+            "StoreUnavailable",
+            "TerminalError",
+            "ThreadedAsyncStore",
+            "UsageError",
+            "current_async_claim",
+            "current_claim",
+            "fingerprint_of",
+            "open_async_store",
+            "open_store",
+            "raise_for_outcome",
+        ]
+    )
+    for module in (rill_executor, rill_executor.store, rill_executor.testing):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name} is listed but missing"
+
+
+def test_errors_form_one_hierarchy() -> None:
+    from rill_executor import (
+        ConfigError,
+        InvalidKey,
+        JobInProgress,
+        KeyConflict,
+        OutcomeError,
+        RillExecutorError,
+        StaleAttempt,
+        StoreError,
+        StoreUnavailable,
+        UsageError,
+    )
+
+    for usage in (ConfigError, InvalidKey):
+        assert issubclass(usage, UsageError) and issubclass(usage, ValueError)
+    for outcome in (JobInProgress, KeyConflict, StaleAttempt):
+        assert issubclass(outcome, OutcomeError)
+    assert issubclass(StoreUnavailable, StoreError)
+    for root in (UsageError, OutcomeError, StoreError):
+        assert issubclass(root, RillExecutorError)
