@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import Ledger, SchemaMissing, StoreUnavailable
+from rill_executor import Claim, Ledger, SchemaMissing, StoreUnavailable
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
 from rill_executor_sql._schema import installed_version, metadata
 
@@ -35,12 +35,13 @@ def test_postgres_spends_one_statement_per_operation(postgres_url: str) -> None:
     store = SqlStore(postgres_url)
     ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
     seen = _statements(store)
-    counts = []
+    counts: list[int] = []
 
     def count(operation: object) -> None:
         counts.append(len(seen) - sum(counts))
 
     claim = ledger.claim("k")
+    assert isinstance(claim, Claim)
     count(claim)
     count(claim.heartbeat())
     count(claim.commit({"ok": True}))
@@ -58,6 +59,7 @@ def test_client_decided_stores_use_one_short_transaction(
     ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
     seen = _statements(store)
     claim = ledger.claim("k")
+    assert isinstance(claim, Claim)
     claim.commit(1)
     ledger.claim("k")
     store.close()
