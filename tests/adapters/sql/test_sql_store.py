@@ -37,16 +37,20 @@ def test_postgres_spends_one_statement_per_operation(postgres_url: str) -> None:
     seen = _statements(store)
     counts: list[int] = []
 
-    def count(operation: object) -> None:
+    def count() -> None:
         counts.append(len(seen) - sum(counts))
 
     claim = ledger.claim("k")
     assert isinstance(claim, Claim)
-    count(claim)
-    count(claim.heartbeat())
-    count(claim.commit({"ok": True}))
-    count(ledger.claim("k"))
-    count(ledger.status("k"))
+    count()
+    claim.heartbeat()
+    count()
+    claim.commit({"ok": True})
+    count()
+    ledger.claim("k")
+    count()
+    ledger.status("k")
+    count()
     store.close()
     assert counts == [1, 1, 1, 1, 1], seen
 
