@@ -15,7 +15,13 @@
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
         ├── SchemaMissing            the store's schema is absent or older than this library
-        └── StoreProtocolError       the store answered something the protocol forbids
+        ├── StoreProtocolError       the store answered something the protocol forbids
+        └── OutputStoreError         the output store (e.g. S3) failed or refused
+            ├── OutputMissing        no object under that key / bucket missing
+            ├── OutputAccessDenied   the credentials may not do that
+            ├── OutputExists         a conditional write found the key taken
+            ├── OutputPreconditionFailed  a conditional write found another version
+            └── ChecksumMismatch     the object's bytes are not the ones recorded
 
     TerminalError                    raised by handlers (not by the library): do not retry
 
@@ -29,6 +35,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 __all__ = [
+    "ChecksumMismatch",
     "ConfigError",
     "InvalidKey",
     "InvalidPayload",
@@ -36,6 +43,11 @@ __all__ = [
     "JobInProgress",
     "KeyConflict",
     "OutcomeError",
+    "OutputAccessDenied",
+    "OutputExists",
+    "OutputMissing",
+    "OutputPreconditionFailed",
+    "OutputStoreError",
     "ResultNotSerializable",
     "ResultTooLarge",
     "RillExecutorError",
@@ -192,6 +204,30 @@ class SchemaMissing(StoreError):
 
 class StoreProtocolError(StoreError):
     """The store returned an answer the store contract does not allow."""
+
+
+class OutputStoreError(StoreError):
+    """The output store failed or refused an operation."""
+
+
+class OutputMissing(OutputStoreError):
+    """No object under the key, or the bucket itself does not exist."""
+
+
+class OutputAccessDenied(OutputStoreError):
+    """The output store's credentials do not allow the operation."""
+
+
+class OutputExists(OutputStoreError):
+    """A write that must not replace an object found the key taken."""
+
+
+class OutputPreconditionFailed(OutputStoreError):
+    """A conditional replace found another version than the one expected."""
+
+
+class ChecksumMismatch(OutputStoreError):
+    """An object's bytes do not match the checksum or size recorded for it."""
 
 
 class TerminalError(Exception):
