@@ -14,7 +14,7 @@ from pydantic import TypeAdapter
 
 from ._core import LedgerCore, Seconds
 from ._errors import StaleAttempt
-from ._records import JobRow, from_us
+from ._records import JobRow, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
 __all__ = ["AsyncClaim", "Claim"]
@@ -28,7 +28,7 @@ class _ClaimBase:
         self._lost = threading.Event()
         self.namespace = row.namespace
         self.key = row.key
-        self.lease_expires_at: datetime = from_us(row.lease_until)  # type: ignore[assignment]
+        self.lease_expires_at: datetime = at_us(row.lease_until or 0)
         self.lease = timedelta(microseconds=(row.lease_until or 0) - (row.claimed_at or 0))
 
     @property
@@ -70,7 +70,7 @@ class _ClaimBase:
             self._lost.set()
             raise
         if row.lease_until is not None:
-            self.lease_expires_at = from_us(row.lease_until)  # type: ignore[assignment]
+            self.lease_expires_at = at_us(row.lease_until)
         return row
 
     def _lease_us(self, lease: Seconds | None) -> int:

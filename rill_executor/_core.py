@@ -26,7 +26,7 @@ from ._keys import (
     validate_result_version,
 )
 from ._outcomes import Conflict, InProgress, Replay
-from ._records import ErrorInfo, JobRow, JobState, JobStatus, from_us
+from ._records import ErrorInfo, JobRow, JobState, JobStatus, at_us
 from ._store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
 
 __all__ = ["LedgerConfig", "LedgerCore", "Seconds", "to_us"]
@@ -172,14 +172,14 @@ class LedgerCore:
                 succeeded=job.state is JobState.SUCCEEDED,
                 result_json=job.result,
                 error=ErrorInfo.from_json(job.error),
-                finished_at=from_us(job.finished_at or job.updated_at),  # type: ignore[arg-type]
+                finished_at=at_us(job.finished_at or job.updated_at),
             )
         return InProgress(
             namespace=job.namespace,
             key=job.key,
             owner_attempt_id=job.owner_attempt or "",
             fence=job.fence,
-            since=from_us(job.claimed_at or job.updated_at),  # type: ignore[arg-type]
+            since=at_us(job.claimed_at or job.updated_at),
             lease_left=timedelta(microseconds=(job.lease_until or answer.now) - answer.now),
         )
 

@@ -24,6 +24,7 @@ __all__ = [
     "JobState",
     "JobStatus",
     "OwnerInfo",
+    "at_us",
     "from_us",
 ]
 
@@ -83,7 +84,7 @@ def from_us(us: int | None) -> datetime | None:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
-def _at(us: int) -> datetime:
+def at_us(us: int) -> datetime:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
@@ -154,8 +155,8 @@ class JobStatus(_View):
             owner = OwnerInfo(
                 attempt_id=job.owner_attempt,
                 fence=job.fence,
-                since=_at(job.claimed_at or job.updated_at),
-                lease_expires_at=_at(job.lease_until),
+                since=at_us(job.claimed_at or job.updated_at),
+                lease_expires_at=at_us(job.lease_until),
                 lease_left=timedelta(microseconds=job.lease_until - now),
             )
         return cls(
@@ -168,16 +169,16 @@ class JobStatus(_View):
             owner=owner,
             result=None if job.result is None else json.loads(job.result),
             error=ErrorInfo.from_json(job.error),
-            created_at=_at(job.created_at),
-            updated_at=_at(job.updated_at),
+            created_at=at_us(job.created_at),
+            updated_at=at_us(job.updated_at),
             finished_at=from_us(job.finished_at),
             retain_until=from_us(job.retain_until),
-            store_time=_at(now),
+            store_time=at_us(now),
             attempts=tuple(
                 AttemptInfo(
                     attempt_id=a.attempt_id,
                     fence=a.fence,
-                    started_at=_at(a.started_at),
+                    started_at=at_us(a.started_at),
                     ended_at=from_us(a.ended_at),
                     outcome=_settled(a, job),
                     error=ErrorInfo.from_json(a.error),
