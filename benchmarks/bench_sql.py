@@ -11,8 +11,9 @@ For each store it times, through the public API (``Ledger(SqlStore(url), ...)``)
 * fresh   -- claim + commit of one new key (attempt history included)
 * replay  -- ``ledger.claim(committed_key)`` answering a ``Replay``, then ``.result()``
 
-and, through the SAME SQLAlchemy engine (``store.engine``: pool checkout, driver and
-SQLAlchemy overhead are identical on both sides), the floors:
+and, through the SAME SQLAlchemy engine and pool (``store.engine``), the floors — on
+Postgres sent like the store's own statements, as driver-level SQL on a pooled DBAPI cursor;
+on SQLite through SQLAlchemy like the store's transactions:
 
 * SELECT 1                      -- one statement, one pool checkout
 * INSERT ... ON CONFLICT DO NOTHING / UPDATE ... WHERE id = :id AND state = 'x'
@@ -73,6 +74,13 @@ _FLOOR_INSERT = text(
 )
 _FLOOR_UPDATE = text("UPDATE bench_floor SET state = 'y', v = :v WHERE id = :id AND state = 'x'")
 _SELECT_1 = text("SELECT 1")
+# Postgres floors go the way the store's statements go: driver-level SQL on a pooled cursor.
+_PG_FLOOR = {
+    _FLOOR_INSERT: "INSERT INTO bench_floor (id, state, v) VALUES (%(id)s, 'x', %(v)s)"
+    " ON CONFLICT (id) DO NOTHING",
+    _FLOOR_UPDATE: "UPDATE bench_floor SET state = 'y', v = %(v)s"
+    " WHERE id = %(id)s AND state = 'x'",
+}
 
 
 # -- measurement helpers ------------------------------------------------------------------
@@ -124,11 +132,41 @@ class RoundTrips:
     def __enter__(self) -> RoundTrips:
         event.listen(self.engine, "before_cursor_execute", self._on_execute)
         event.listen(self.engine, "commit", self._on_commit)
+        if self.engine.dialect.name == "sqlite":
+            return self
+        # Postgres sends driver-level SQL on raw pooled connections: count it there.
+        self._raw_connection = self.engine.raw_connection
+        trips = self
+
+        class Cursor:
+            def __init__(self, cursor: Any) -> None:
+                self._cursor = cursor
+
+            def execute(self, sql: str, params: Any = None) -> Any:
+                trips.kinds.append(_kind(sql))
+                return self._cursor.execute(sql, params)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._cursor, name)
+
+        class Connection:
+            def __init__(self) -> None:
+                self._raw = trips._raw_connection()
+
+            def cursor(self) -> Cursor:
+                return Cursor(self._raw.cursor())
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._raw, name)
+
+        self.engine.raw_connection = Connection  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
         event.remove(self.engine, "before_cursor_execute", self._on_execute)
         event.remove(self.engine, "commit", self._on_commit)
+        if self.engine.dialect.name != "sqlite":
+            del self.engine.raw_connection
 
     def take(self) -> list[str]:
         kinds, self.kinds = self.kinds, []
@@ -228,14 +266,26 @@ class Bench:
             self.samples.add("replay_claim", t1 - t0)
             self.samples.add("replay", t2 - t0)
 
+    def _raw(self, sql: str, params: dict[str, Any] | None) -> None:
+        """Postgres: a statement on a pooled DBAPI connection, as the store sends its own."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute(sql, params)
+            if cursor.description:
+                cursor.fetchall()
+            cursor.close()
+        finally:
+            raw.close()
+
     def _floor_write(self, statement: Any, params: dict[str, Any]) -> None:
-        with self.engine.connect() as conn:
-            if self.sqlite:  # as SqlStore._run does for a write on SQLite
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                conn.execute(statement, params)
-                conn.commit()
-            else:  # as SqlStore._run does on the AUTOCOMMIT Postgres engine
-                conn.execute(statement, params)
+        if not self.sqlite:  # the store's Postgres path: autocommit, raw pooled cursor
+            self._raw(_PG_FLOOR[statement], params)
+            return
+        with self.engine.connect() as conn:  # as SqlStore._run does for a write on SQLite
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.execute(statement, params)
+            conn.commit()
 
     def op_pair(self, record: bool = True) -> None:
         key = self._key("floor")
@@ -253,8 +303,11 @@ class Bench:
     def op_select1(self, record: bool = True) -> None:
         pc = time.perf_counter_ns
         t0 = pc()
-        with self.engine.connect() as conn:
-            conn.execute(_SELECT_1).all()
+        if self.sqlite:
+            with self.engine.connect() as conn:
+                conn.execute(_SELECT_1).all()
+        else:
+            self._raw("SELECT 1", None)
         t1 = pc()
         if record:
             self.samples.add("select1", t1 - t0)
@@ -350,13 +403,6 @@ class Bench:
             if self.sqlite:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             conn.execute(
-                text(
-                    "DELETE FROM rill_attempts WHERE job_id IN"
-                    " (SELECT job_id FROM rill_jobs WHERE namespace = :ns)"
-                ),
-                {"ns": self.namespace},
-            )
-            conn.execute(
                 text("DELETE FROM rill_jobs WHERE namespace = :ns"), {"ns": self.namespace}
             )
             conn.execute(text("DROP TABLE IF EXISTS bench_floor"))
@@ -415,8 +461,8 @@ def report(bench: Bench, trips: dict[str, tuple[float, str]], elapsed: float) ->
         )
     else:
         lines.append(
-            "   Postgres floor pair: two autocommit statements, each its own pool checkout,"
-            " on the store's AUTOCOMMIT engine"
+            "   Postgres floors: autocommit statements, each its own pool checkout, sent as"
+            " driver-level SQL on the pooled DBAPI cursor, exactly as the store sends its own"
         )
     lines.append(f"   {'operation':<48} {'p50 µs':>9} {'p99 µs':>9} {'trips':>6}  statements")
     for name, title in ROWS:

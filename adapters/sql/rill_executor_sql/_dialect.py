@@ -81,7 +81,13 @@ def _check_sqlite(url: URL) -> None:
 def _engine_args(family: str) -> dict[str, Any]:
     if family == "postgresql":
         # Each operation is one statement: autocommit spares the BEGIN/COMMIT round trips.
-        return {"isolation_level": "AUTOCOMMIT", "pool_size": 8, "max_overflow": 8}
+        # Nothing to roll back when a connection returns to the pool, either.
+        return {
+            "isolation_level": "AUTOCOMMIT",
+            "pool_reset_on_return": None,
+            "pool_size": 8,
+            "max_overflow": 8,
+        }
     if family == "mysql":
         # No gap locks: two first claims of one key race on the primary key, and the
         # loser retries instead of deadlocking.

@@ -1,19 +1,20 @@
 """Each store operation as a sans-IO generator: it yields statements and receives their rows.
 
 ``SqlStore`` and ``AsyncSqlStore`` drive the same generators; only their I/O differs.
-PostgreSQL runs one server-decided statement per operation (``queries/postgres.sql``);
-SQLite and MariaDB run one short transaction that locks the job row and applies the
-lifecycle rules of ``rill_executor.store`` in Python, on the database's clock.
+PostgreSQL runs one server-decided statement per operation (``queries/postgres.sql``, sent
+as SQL text straight to the driver's cursor); SQLite and MariaDB run one short transaction
+that locks the job row and applies the lifecycle rules of ``rill_executor.store`` in Python,
+on the database's clock.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import asdict
 from functools import cache
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
-from sqlalchemy import Executable, and_, bindparam, select, update
+from sqlalchemy import Executable, bindparam, literal, select, update
 
 from rill_executor.store import (
     AttemptOutcome,
@@ -35,20 +36,33 @@ from rill_executor.store import (
 )
 
 from ._dialect import SqlDialect
-from ._queries import named
-from ._schema import attempts, jobs
+from ._queries import ANSWER_COLUMNS, STATUS_COLUMNS, named
+from ._schema import jobs
 
 __all__ = ["Flow", "Step", "claim", "finish", "heartbeat", "status"]
 
+
+class Raw(NamedTuple):
+    """Driver-level SQL (Postgres) and the names of the columns it answers, in order."""
+
+    sql: str
+    columns: tuple[str, ...]
+
+
 Rows: TypeAlias = Sequence[Mapping[Any, Any]]
-Step: TypeAlias = tuple[Executable, dict[str, Any]]
+Step: TypeAlias = tuple[Executable | Raw, dict[str, Any]]
 Flow: TypeAlias = Generator[Step, Rows, Any]
 
-_JOB_COLUMNS = [c.name for c in jobs.columns]
 _MAX_RACES = 8
 
 
-def job_row(row: Mapping[str, Any]) -> JobRow:
+@cache
+def _raw(name: str) -> Raw:
+    columns = STATUS_COLUMNS if name == "status" else ANSWER_COLUMNS
+    return Raw(named("postgres", name), columns)
+
+
+def job_row(row: Mapping[Any, Any]) -> JobRow:
     return JobRow(
         job_id=row["job_id"],
         namespace=row["namespace"],
@@ -70,11 +84,27 @@ def job_row(row: Mapping[str, Any]) -> JobRow:
     )
 
 
-def _columns(job: JobRow) -> dict[str, Any]:
-    values = asdict(job)
-    values["job_key"] = values.pop("key")
-    values["state"] = job.state.value
-    return values
+def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "namespace": job.namespace,
+        "job_key": job.key,
+        "state": job.state.value,
+        "fence": job.fence,
+        "owner_attempt": job.owner_attempt,
+        "claimed_at": job.claimed_at,
+        "lease_until": job.lease_until,
+        "fingerprint": job.fingerprint,
+        "result_version": job.result_version,
+        "result": job.result,
+        "error": job.error,
+        "retryable": job.retryable,
+        "created_at": job.created_at,
+        "updated_at": job.updated_at,
+        "finished_at": job.finished_at,
+        "retain_until": job.retain_until,
+        "attempts": attempts,
+    }
 
 
 def _answer(rows: Rows) -> StoreAnswer:
@@ -84,83 +114,125 @@ def _answer(rows: Rows) -> StoreAnswer:
     return StoreAnswer(ok=bool(row["ok"]), job=job_row(row), now=int(row["now"]))
 
 
+# -- the attempt history: a JSON array in the job row ----------------------------------------
+
+
+def _appended(
+    history: str, job: JobRow, outcome: AttemptOutcome, now: int, error: str | None
+) -> str:
+    """The history with the owner's attempt of ``job`` ended as ``outcome``."""
+    entries = json.loads(history)
+    entries.append(
+        {
+            "fence": job.fence,
+            "attempt_id": job.owner_attempt,
+            "started_at": job.claimed_at,
+            "ended_at": now,
+            "outcome": outcome.value,
+            "error": None if error is None else json.loads(error),
+        }
+    )
+    return json.dumps(entries, separators=(",", ":"))
+
+
+def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
+    """Ended attempts from the stored array, then the running one from the row itself."""
+    if isinstance(entries, str):
+        entries = json.loads(entries)
+    rows = [
+        AttemptRow(
+            fence=int(e["fence"]),
+            attempt_id=e["attempt_id"],
+            started_at=int(e["started_at"]),
+            ended_at=e["ended_at"],
+            outcome=AttemptOutcome(e["outcome"]),
+            error=None if e.get("error") is None else json.dumps(e["error"]),
+        )
+        for e in entries
+    ]
+    if job.state is JobState.PROCESSING and job.owner_attempt and job.claimed_at is not None:
+        rows.append(
+            AttemptRow(
+                job.fence, job.owner_attempt, job.claimed_at, None, AttemptOutcome.RUNNING, None
+            )
+        )
+    return rows
+
+
 # -- the client-decided flows (SQLite, MariaDB): one transaction each ------------------------
 
-_select_locked = select(*jobs.columns).where(jobs.c.job_id == bindparam("job_id")).with_for_update()
-_update_job = update(jobs).where(jobs.c.job_id == bindparam("b_job_id"))
-_end_attempt = update(attempts).where(
-    and_(
-        attempts.c.job_id == bindparam("b_job_id"),
-        attempts.c.fence == bindparam("b_fence"),
-        attempts.c.outcome == AttemptOutcome.RUNNING.value,
+
+@cache
+def _locked_query(dialect: SqlDialect) -> Executable:
+    """The database clock and the job row, locked; the clock even when there is no job."""
+    one = select(literal(1).label("one")).subquery("one")
+    return (
+        select(dialect.now.label("now"), *jobs.columns)
+        .select_from(one.outerjoin(jobs, jobs.c.job_id == bindparam("job_id")))
+        .with_for_update()
     )
+
+
+_insert_job = jobs.insert()
+_update_job = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("b_job_id"))
+    .values({c.name: bindparam(c.name) for c in jobs.columns if c.name != "job_id"})
+)
+_extend_lease = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("b_job_id"))
+    .values(lease_until=bindparam("lease_until"), updated_at=bindparam("updated_at"))
 )
 
 
-def _locked(dialect: SqlDialect, job_id: str) -> Generator[Step, Rows, tuple[JobRow | None, int]]:
-    """Lock the job row and read the database clock."""
-    rows = yield _select_locked.add_columns(dialect.now.label("now")), {"job_id": job_id}
-    if rows:
-        return job_row(rows[0]), int(rows[0]["now"])
-    rows = yield select(dialect.now.label("now")), {}
-    return None, int(rows[0]["now"])
+def _locked(
+    dialect: SqlDialect, job_id: str
+) -> Generator[Step, Rows, tuple[JobRow | None, str, int]]:
+    (row,) = yield _locked_query(dialect), {"job_id": job_id}
+    now = int(row["now"])
+    if row["job_id"] is None:
+        return None, "[]", now
+    return job_row(row), row["attempts"], now
 
 
 def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
-    job, now = yield from _locked(dialect, request.job_id)
+    job, history, now = yield from _locked(dialect, request.job_id)
     action = decide_claim(job, request, now)
     if action not in (ClaimAction.INSERT, ClaimAction.TAKEOVER):
         return StoreAnswer(ok=False, job=job, now=now)
     new = claimed_row(job, request, now)
     if job is None:
-        yield jobs.insert(), _columns(new)
-    else:
-        yield _update_job.values(_columns(new)), {"b_job_id": job.job_id}
-        if job.state is JobState.PROCESSING:
-            yield (
-                _end_attempt.values(outcome=AttemptOutcome.EXPIRED.value, ended_at=now),
-                {"b_job_id": job.job_id, "b_fence": job.fence},
-            )
-    yield (
-        attempts.insert(),
-        {
-            "job_id": new.job_id,
-            "fence": new.fence,
-            "attempt_id": request.attempt_id,
-            "started_at": now,
-            "ended_at": None,
-            "outcome": AttemptOutcome.RUNNING.value,
-            "error": None,
-        },
-    )
+        yield _insert_job, _columns(new, history)
+        return StoreAnswer(ok=True, job=new, now=now)
+    if job.state is JobState.PROCESSING:
+        history = _appended(history, job, AttemptOutcome.EXPIRED, now, None)
+    yield _update_job, {**_columns(new, history), "b_job_id": job.job_id}
     return StoreAnswer(ok=True, job=new, now=now)
 
 
 def _client_heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
-    job, now = yield from _locked(dialect, ref.job_id)
+    job, _, now = yield from _locked(dialect, ref.job_id)
     if job is None or check_write(job, ref, now) is not None:
         return StoreAnswer(ok=False, job=job, now=now)
     new = heartbeat_row(job, lease_us, now)
-    yield _update_job.values(lease_until=new.lease_until, updated_at=now), {"b_job_id": ref.job_id}
+    yield _extend_lease, {"b_job_id": ref.job_id, "lease_until": new.lease_until, "updated_at": now}
     return StoreAnswer(ok=True, job=new, now=now)
 
 
 def _client_finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:
-    job, now = yield from _locked(dialect, ref.job_id)
+    job, history, now = yield from _locked(dialect, ref.job_id)
     if job is None or check_write(job, ref, now) is not None:
         return StoreAnswer(ok=False, job=job, now=now)
     new = finished_row(job, completion, now)
-    yield _update_job.values(_columns(new)), {"b_job_id": ref.job_id}
-    yield (
-        _end_attempt.values(outcome=_outcome(completion), ended_at=now, error=completion.error),
-        {"b_job_id": ref.job_id, "b_fence": ref.fence},
-    )
+    history = _appended(history, job, _outcome(completion), now, completion.error)
+    yield _update_job, {**_columns(new, history), "b_job_id": ref.job_id}
     return StoreAnswer(ok=True, job=new, now=now)
 
 
-def _outcome(completion: Completion) -> str:
+def _outcome(completion: Completion) -> AttemptOutcome:
     ok = completion.state is JobState.SUCCEEDED
-    return (AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED).value
+    return AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED
 
 
 # -- the server-decided flows (PostgreSQL): one statement each --------------------------------
@@ -177,12 +249,10 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "result_version": request.result_version,
     }
     for _ in range(_MAX_RACES):
-        answer = _answer((yield named("postgres", "claim"), params))
-        if answer.ok or answer.job is None:
-            if answer.job is not None:
-                return answer
+        answer = _answer((yield _raw("claim"), params))
+        if answer.job is None:
             continue  # lost the insert race to a claim our snapshot could not see yet
-        if decide_claim(answer.job, request, answer.now) not in (
+        if answer.ok or decide_claim(answer.job, request, answer.now) not in (
             ClaimAction.INSERT,
             ClaimAction.TAKEOVER,
         ):
@@ -195,14 +265,8 @@ def _server_claim(request: ClaimRequest) -> Flow:
 
 
 def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
-    return _answer(
-        (
-            yield (
-                named("postgres", name),
-                {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra},
-            )
-        )
-    )
+    params = {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra}
+    return _answer((yield _raw(name), params))
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -231,7 +295,7 @@ def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow
                 "error": completion.error,
                 "retryable": completion.retryable,
                 "retention_us": completion.retention_us,
-                "outcome": _outcome(completion),
+                "outcome": _outcome(completion).value,
             },
         )
     return _client_finish(dialect, ref, completion)
@@ -239,39 +303,18 @@ def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow
 
 @cache
 def _status_query(dialect: SqlDialect) -> Executable:
-    a = attempts.c
-    return (
-        select(
-            dialect.now.label("now"),
-            *jobs.columns,
-            a.fence.label("a_fence"),
-            a.attempt_id.label("a_attempt_id"),
-            a.started_at.label("a_started_at"),
-            a.ended_at.label("a_ended_at"),
-            a.outcome.label("a_outcome"),
-            a.error.label("a_error"),
-        )
-        .select_from(jobs.outerjoin(attempts, a.job_id == jobs.c.job_id))
-        .where(jobs.c.job_id == bindparam("job_id"))
-        .order_by(a.fence)
+    return select(dialect.now.label("now"), *jobs.columns).where(
+        jobs.c.job_id == bindparam("job_id")
     )
 
 
 def status(dialect: SqlDialect, job_id: str) -> Flow:
-    """The job and its attempts in one joined read."""
-    rows = yield _status_query(dialect), {"job_id": job_id}
+    """The job and its whole history: one row."""
+    query = _raw("status") if dialect.server_side else _status_query(dialect)
+    rows = yield query, {"job_id": job_id}
     if not rows:
         return None
-    history = [
-        AttemptRow(
-            fence=int(r["a_fence"]),
-            attempt_id=r["a_attempt_id"],
-            started_at=int(r["a_started_at"]),
-            ended_at=r["a_ended_at"],
-            outcome=AttemptOutcome(r["a_outcome"]),
-            error=r["a_error"],
-        )
-        for r in rows
-        if r["a_fence"] is not None
-    ]
-    return StoreStatus(job=job_row(rows[0]), attempts=history, now=int(rows[0]["now"]))
+    job = job_row(rows[0])
+    return StoreStatus(
+        job=job, attempts=_history(job, rows[0]["attempts"]), now=int(rows[0]["now"])
+    )

@@ -1,4 +1,8 @@
-"""Named SQL statements, kept in ``queries/*.sql`` as ``-- name: X`` blocks."""
+"""Named SQL statements, kept in ``queries/*.sql`` as ``-- name: X`` blocks.
+
+They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
+pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +10,28 @@ import re
 from functools import cache
 from importlib.resources import files
 
-from sqlalchemy import TextClause, text
+from ._schema import jobs
 
-__all__ = ["named"]
+__all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "STATUS_COLUMNS", "named"]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name != "attempts")
+_COLUMNS = ", ".join(f"j.{name}" for name in JOB_COLUMNS)
+# What each statement answers, in order: rows arrive as tuples, named without a round of
+# per-row column metadata.
+ANSWER_COLUMNS = ("ok", "now", *JOB_COLUMNS)
+STATUS_COLUMNS = ("now", *JOB_COLUMNS, "attempts")
 
 
 @cache
-def _load(family: str) -> dict[str, TextClause]:
+def _load(family: str) -> dict[str, str]:
     source = files(__package__).joinpath("queries", f"{family}.sql").read_text("utf-8")
     parts = _BLOCK.split(source)[1:]
-    return {name: text(body.strip()) for name, body in zip(parts[::2], parts[1::2], strict=True)}
+    return {
+        name: body.strip().replace("{columns}", _COLUMNS)
+        for name, body in zip(parts[::2], parts[1::2], strict=True)
+    }
 
 
-def named(family: str, name: str) -> TextClause:
+def named(family: str, name: str) -> str:
     return _load(family)[name]

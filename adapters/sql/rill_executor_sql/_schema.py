@@ -2,6 +2,8 @@
 
 Times are BIGINT microseconds since the epoch on the database's clock; the job table is keyed
 by ``job_id`` (SHA-256 of namespace and key), so no collation can merge two business keys.
+A job's attempt history is a JSON array in its row, one entry appended when an attempt ends
+(the running attempt is the row's owner): a fresh call writes one row, twice.
 Version 1 creates the tables. Later versions append a function to ``MIGRATIONS``.
 """
 
@@ -15,7 +17,6 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
-    Index,
     Integer,
     MetaData,
     String,
@@ -25,12 +26,11 @@ from sqlalchemy import (
     inspect,
     select,
 )
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mysql, postgresql
 
 __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
-    "attempts",
     "installed_version",
     "jobs",
     "metadata",
@@ -39,6 +39,7 @@ __all__ = [
 
 metadata = MetaData()
 _big_text = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+_json_array = _big_text.with_variant(postgresql.JSONB(), "postgresql")
 _mysql: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -65,21 +66,7 @@ jobs = Table(
     Column("updated_at", BigInteger, nullable=False),
     Column("finished_at", BigInteger),
     Column("retain_until", BigInteger),
-    Index("rill_jobs_retain_until", "retain_until"),
-    Index("rill_jobs_namespace_state", "namespace", "state"),
-    **_mysql,
-)
-
-attempts = Table(
-    "rill_attempts",
-    metadata,
-    Column("job_id", String(64), primary_key=True),
-    Column("fence", BigInteger, primary_key=True, autoincrement=False),
-    Column("attempt_id", String(128), nullable=False),
-    Column("started_at", BigInteger, nullable=False),
-    Column("ended_at", BigInteger),
-    Column("outcome", String(16), nullable=False),
-    Column("error", Text),
+    Column("attempts", _json_array, nullable=False),
     **_mysql,
 )
 
@@ -93,7 +80,7 @@ versions = Table(
 
 
 def _v1(conn: Connection) -> None:
-    metadata.create_all(conn, tables=[jobs, attempts])
+    metadata.create_all(conn, tables=[jobs])
 
 
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from rill_executor.store import (
@@ -33,6 +34,7 @@ def _drive(conn: Connection, flow: _flows.Flow) -> Any:
     try:
         statement, params = next(flow)
         while True:
+            assert not isinstance(statement, _flows.Raw)
             result = conn.execute(statement, params)
             rows = result.mappings().all() if result.returns_rows else []
             statement, params = flow.send(rows)
@@ -44,11 +46,71 @@ async def _drive_async(conn: AsyncConnection, flow: _flows.Flow) -> Any:
     try:
         statement, params = next(flow)
         while True:
+            assert not isinstance(statement, _flows.Raw)
             result = await conn.execute(statement, params)
             rows = result.mappings().all() if result.returns_rows else []
             statement, params = flow.send(rows)
     except StopIteration as stop:
         return stop.value
+
+
+def _as_sqlalchemy_error(
+    engine: Any, exc: BaseException, statement: str, params: Any
+) -> BaseException:
+    """A DBAPI error from the raw path, wrapped as SQLAlchemy would, for ``wrap_errors``."""
+    return sa_exc.DBAPIError.instance(
+        statement,
+        params,
+        exc,
+        engine.dialect.loaded_dbapi.Error,
+        hide_parameters=True,
+    )
+
+
+def _drive_raw(engine: Engine, flow: _flows.Flow) -> Any:
+    """Postgres: driver-level SQL on the pooled DBAPI connection (no SQLAlchemy result layer)."""
+    raw = engine.raw_connection()
+    statement: Any = None
+    try:
+        statement, params = next(flow)
+        while True:
+            cursor = raw.cursor()
+            try:
+                cursor.execute(statement.sql, params)
+                rows = [dict(zip(statement.columns, row, strict=True)) for row in cursor.fetchall()]
+            finally:
+                cursor.close()
+            statement, params = flow.send(rows)
+    except StopIteration as stop:
+        return stop.value
+    except engine.dialect.loaded_dbapi.Error as exc:
+        if engine.dialect.is_disconnect(exc, raw.dbapi_connection, None):
+            raw.invalidate(exc)
+        raise _as_sqlalchemy_error(engine, exc, statement and statement.sql, None) from exc
+    finally:
+        raw.close()
+
+
+async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow) -> Any:
+    async with engine.connect() as conn:
+        raw = await conn.get_raw_connection()
+        driver: Any = raw.driver_connection  # psycopg.AsyncConnection
+        statement: Any = None
+        try:
+            statement, params = next(flow)
+            while True:
+                async with driver.cursor() as cursor:
+                    await cursor.execute(statement.sql, params)
+                    fetched = await cursor.fetchall()
+                    rows = [dict(zip(statement.columns, row, strict=True)) for row in fetched]
+                statement, params = flow.send(rows)
+        except StopIteration as stop:
+            return stop.value
+        except engine.dialect.loaded_dbapi.Error as exc:
+            if engine.dialect.is_disconnect(exc, raw.dbapi_connection, None):
+                await conn.invalidate(exc)
+            sql = statement and statement.sql
+            raise _as_sqlalchemy_error(engine.sync_engine, exc, sql, None) from exc
 
 
 def _describe(dialect: SqlDialect, url: Any) -> str:
@@ -106,8 +168,11 @@ class SqlStore:
     def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
         for _ in range(_RETRIES):
             try:
+                if self.dialect.server_side:
+                    with wrap_errors(self._where):
+                        return _drive_raw(self.engine, make_flow())
                 with wrap_errors(self._where), self.engine.connect() as conn:
-                    if not write or self.dialect.server_side:
+                    if not write:
                         return _drive(conn, make_flow())
                     if self.dialect.begin_sql:
                         conn.exec_driver_sql(self.dialect.begin_sql)
@@ -179,8 +244,10 @@ class AsyncSqlStore:
         for _ in range(_RETRIES):
             try:
                 with wrap_errors(self._where):
+                    if self.dialect.server_side:
+                        return await _drive_raw_async(self.engine, make_flow())
                     async with self.engine.connect() as conn:
-                        if not write or self.dialect.server_side:
+                        if not write:
                             return await _drive_async(conn, make_flow())
                         if self.dialect.begin_sql:
                             await conn.exec_driver_sql(self.dialect.begin_sql)

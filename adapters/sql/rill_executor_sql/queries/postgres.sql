@@ -1,30 +1,32 @@
--- PostgreSQL: every ledger operation is one statement, decided on the server, judged on
--- the server's clock. Each answers (ok, now, job columns…): the job as the operation left it.
+-- PostgreSQL: every ledger operation is one autocommitted statement, decided on the server
+-- and judged on the server's clock. Each answers (ok, now, job columns…): the job as the
+-- operation left it. The attempt history lives in the job row (jsonb array, appended when an
+-- attempt ends), so a fresh call writes one row twice: an upsert, then an update.
 
 -- name: claim
 -- Claims when there is no job, a retryable failure, an expired lease or a passed
 -- retention; otherwise returns the job untouched, writing nothing (a replay is a pure read).
+-- A takeover of a job still marked processing ends its owner's attempt as expired.
 -- An empty answer means a concurrent claim won the insert race: the caller asks again.
 WITH clock AS (
     SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
 ), cur AS (
-    SELECT j.* FROM rill_jobs j WHERE j.job_id = CAST(:job_id AS varchar)
+    SELECT {columns} FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
 ), ins AS (
     INSERT INTO rill_jobs AS j (
         job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
         fingerprint, result_version, result, error, retryable, created_at, updated_at,
-        finished_at, retain_until)
-    SELECT CAST(:job_id AS varchar), CAST(:namespace AS varchar), CAST(:job_key AS varchar), 'processing', 1, CAST(:attempt_id AS varchar), clock.now_us,
-        clock.now_us + CAST(:lease_us AS bigint), CAST(:fingerprint AS varchar),
-        CAST(:result_version AS varchar), NULL, NULL, NULL, clock.now_us, clock.now_us,
-        NULL, NULL
+        finished_at, retain_until, attempts)
+    SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing', 1, CAST(%(attempt_id)s AS varchar),
+        clock.now_us, clock.now_us + CAST(%(lease_us)s AS bigint), CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
+        NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur)
        OR EXISTS (
             SELECT 1 FROM cur WHERE
                (cur.state <> 'processing' AND cur.retain_until <= clock.now_us)
-            OR (cur.fingerprint = CAST(:fingerprint AS varchar)
-                AND cur.result_version IS NOT DISTINCT FROM CAST(:result_version AS varchar)
+            OR (cur.fingerprint = CAST(%(fingerprint)s AS varchar)
+                AND cur.result_version IS NOT DISTINCT FROM CAST(%(result_version)s AS varchar)
                 AND ((cur.state = 'failed' AND cur.retryable)
                      OR (cur.state = 'processing' AND cur.lease_until <= clock.now_us))))
     ON CONFLICT (job_id) DO UPDATE SET
@@ -32,20 +34,18 @@ WITH clock AS (
         claimed_at = EXCLUDED.claimed_at, lease_until = EXCLUDED.lease_until,
         fingerprint = EXCLUDED.fingerprint, result_version = EXCLUDED.result_version,
         result = NULL, error = NULL, retryable = NULL, updated_at = EXCLUDED.updated_at,
-        finished_at = NULL, retain_until = NULL
+        finished_at = NULL, retain_until = NULL,
+        attempts = CASE WHEN j.state = 'processing' THEN j.attempts || jsonb_build_array(
+            jsonb_build_object('fence', j.fence, 'attempt_id', j.owner_attempt,
+                               'started_at', j.claimed_at, 'ended_at', EXCLUDED.claimed_at,
+                               'outcome', 'expired', 'error', NULL))
+            ELSE j.attempts END
     WHERE (j.state <> 'processing' AND j.retain_until <= EXCLUDED.claimed_at)
        OR (j.fingerprint = EXCLUDED.fingerprint
            AND j.result_version IS NOT DISTINCT FROM EXCLUDED.result_version
            AND ((j.state = 'failed' AND j.retryable)
                 OR (j.state = 'processing' AND j.lease_until <= EXCLUDED.claimed_at)))
-    RETURNING j.*
-), expired AS (
-    UPDATE rill_attempts a SET outcome = 'expired', ended_at = ins.claimed_at
-    FROM ins
-    WHERE a.job_id = ins.job_id AND a.fence = ins.fence - 1 AND a.outcome = 'running'
-), attempt AS (
-    INSERT INTO rill_attempts (job_id, fence, attempt_id, started_at, ended_at, outcome, error)
-    SELECT job_id, fence, owner_attempt, claimed_at, NULL, 'running', NULL FROM ins
+    RETURNING {columns}
 )
 SELECT true AS ok, clock.now_us AS now, ins.* FROM ins, clock
 UNION ALL
@@ -56,37 +56,40 @@ WITH clock AS (
     SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
 ), upd AS (
     UPDATE rill_jobs j
-    SET lease_until = clock.now_us + CAST(:lease_us AS bigint), updated_at = clock.now_us
+    SET lease_until = clock.now_us + CAST(%(lease_us)s AS bigint), updated_at = clock.now_us
     FROM clock
-    WHERE j.job_id = CAST(:job_id AS varchar) AND j.fence = CAST(:fence AS bigint) AND j.owner_attempt = CAST(:attempt_id AS varchar)
+    WHERE j.job_id = CAST(%(job_id)s AS varchar) AND j.fence = CAST(%(fence)s AS bigint) AND j.owner_attempt = CAST(%(attempt_id)s AS varchar)
       AND j.state = 'processing' AND j.lease_until > clock.now_us
-    RETURNING j.*
+    RETURNING {columns}
 )
 SELECT true AS ok, clock.now_us AS now, upd.* FROM upd, clock
 UNION ALL
-SELECT false, clock.now_us, j.* FROM rill_jobs j, clock
-WHERE j.job_id = CAST(:job_id AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
+SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
+WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 
 -- name: finish
+-- Commit or fail: the result and the attempt's entry in the history, in one fenced write.
 WITH clock AS (
     SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
 ), upd AS (
     UPDATE rill_jobs j
-    SET state = CAST(:state AS varchar), lease_until = NULL, result = CAST(:result AS text),
-        error = CAST(:error AS text), retryable = CAST(:retryable AS boolean),
-        updated_at = clock.now_us, finished_at = clock.now_us,
-        retain_until = clock.now_us + CAST(:retention_us AS bigint)
+    SET state = CAST(%(state)s AS varchar), lease_until = NULL, result = CAST(%(result)s AS text), error = CAST(%(error)s AS text),
+        retryable = CAST(%(retryable)s AS boolean), updated_at = clock.now_us, finished_at = clock.now_us,
+        retain_until = clock.now_us + CAST(%(retention_us)s AS bigint),
+        attempts = j.attempts || jsonb_build_array(jsonb_build_object(
+            'fence', j.fence, 'attempt_id', j.owner_attempt, 'started_at', j.claimed_at,
+            'ended_at', clock.now_us, 'outcome', CAST(%(outcome)s AS text),
+            'error', CAST(%(error)s AS jsonb)))
     FROM clock
-    WHERE j.job_id = CAST(:job_id AS varchar) AND j.fence = CAST(:fence AS bigint) AND j.owner_attempt = CAST(:attempt_id AS varchar)
+    WHERE j.job_id = CAST(%(job_id)s AS varchar) AND j.fence = CAST(%(fence)s AS bigint) AND j.owner_attempt = CAST(%(attempt_id)s AS varchar)
       AND j.state = 'processing' AND j.lease_until > clock.now_us
-    RETURNING j.*
-), attempt AS (
-    UPDATE rill_attempts a
-    SET outcome = CAST(:outcome AS varchar), ended_at = upd.finished_at, error = CAST(:error AS text)
-    FROM upd
-    WHERE a.job_id = upd.job_id AND a.fence = upd.fence
+    RETURNING {columns}
 )
 SELECT true AS ok, clock.now_us AS now, upd.* FROM upd, clock
 UNION ALL
-SELECT false, clock.now_us, j.* FROM rill_jobs j, clock
-WHERE j.job_id = CAST(:job_id AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
+SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
+WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
+
+-- name: status
+SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns}, j.attempts
+FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
