@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]'
+PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]'
 
 .PHONY: demo test check lint bench
 
-$(VENV)/.installed: pyproject.toml adapters/sql/pyproject.toml requirements-dev.txt
+$(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt $(PACKAGES)

@@ -24,6 +24,7 @@ _HINTS = {
     "redis": "rill-executor-redis",
     "rediss": "rill-executor-redis",
     "redis+cluster": "rill-executor-redis",
+    "s3": "rill-executor-s3",
 }
 
 
