@@ -5,14 +5,22 @@ exactly one result, and answer what happened to any key. See the README and ``do
 """
 
 from ._claim import AsyncClaim, Claim
+from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._errors import (
+    ChecksumMismatch,
     ConfigError,
     InvalidKey,
+    InvalidOutputName,
     InvalidPayload,
     JobFailed,
     JobInProgress,
     KeyConflict,
     OutcomeError,
+    OutputAccessDenied,
+    OutputExists,
+    OutputMissing,
+    OutputPreconditionFailed,
+    OutputStoreError,
     ResultNotSerializable,
     ResultTooLarge,
     RillExecutorError,
@@ -24,16 +32,45 @@ from ._errors import (
     TerminalError,
     UsageError,
 )
+from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
 from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger, ThreadedAsyncStore
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
-from ._records import AttemptInfo, AttemptOutcome, ErrorInfo, JobState, JobStatus, OwnerInfo
-from ._registry import open_async_store, open_store
+from ._outputs import OutputStore, StoredObject
+from ._records import (
+    AttemptInfo,
+    AttemptOutcome,
+    ErrorInfo,
+    JobState,
+    JobStatus,
+    OutputInfo,
+    OutputRef,
+    OwnerInfo,
+)
+from ._registry import open_async_store, open_output_store, open_store
 from ._store import AsyncStore, Store
 
 __all__ = [
+    "open_output_store",
+    "StoredObject",
+    "OutputStoreError",
+    "OutputStore",
+    "OutputRef",
+    "OutputPreconditionFailed",
+    "OutputMissing",
+    "OutputInfo",
+    "OutputExists",
+    "OutputAudit",
+    "OutputAccessDenied",
+    "ObjectState",
+    "InvalidOutputName",
+    "CollectReport",
+    "ClaimOutputs",
+    "ChecksumMismatch",
+    "AuditEntry",
+    "AsyncClaimOutputs",
     "MAX_KEY_BYTES",
     "AsyncClaim",
     "AsyncClaimOutcome",

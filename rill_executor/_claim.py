@@ -12,8 +12,10 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._core import LedgerCore, Seconds
 from ._errors import StaleAttempt
+from ._outputs import OutputStore
 from ._records import JobRow, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
@@ -88,9 +90,13 @@ class _ClaimBase:
 
 
 class Claim(_ClaimBase):
-    def __init__(self, core: LedgerCore, store: Store, row: JobRow) -> None:
+    def __init__(
+        self, core: LedgerCore, store: Store, row: JobRow, outputs: OutputStore | None = None
+    ) -> None:
         super().__init__(core, row)
         self._store = store
+        self.outputs = ClaimOutputs(self, outputs)
+        """Write output objects under this claim: ``claim.outputs.put(name, data)``."""
 
     def heartbeat(self, lease: Seconds | None = None) -> datetime:
         """Extend the lease to now + ``lease`` (default: the claim's lease), store clock."""
@@ -99,8 +105,11 @@ class Claim(_ClaimBase):
         return self.lease_expires_at
 
     def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
-        """Make ``result`` the job's one committed result."""
-        self._finish(self._core.success(result, adapter), "commit")
+        """Make ``result`` (with every output put through this claim) the job's one result."""
+        self._finish(self._core.success(result, adapter, self.outputs.committed()), "commit")
+
+    def _register_output(self, intent: str) -> None:
+        self._accept(self._store.register_output(self._ref, intent), "output registration")
 
     def fail(self, error: BaseException | str, *, retryable: bool) -> None:
         """End the attempt as failed: retryable lets the next claim run the job again."""
@@ -111,9 +120,16 @@ class Claim(_ClaimBase):
 
 
 class AsyncClaim(_ClaimBase):
-    def __init__(self, core: LedgerCore, store: AsyncStore, row: JobRow) -> None:
+    def __init__(
+        self,
+        core: LedgerCore,
+        store: AsyncStore,
+        row: JobRow,
+        outputs: OutputStore | None = None,
+    ) -> None:
         super().__init__(core, row)
         self._store = store
+        self.outputs = AsyncClaimOutputs(self, outputs)
 
     async def heartbeat(self, lease: Seconds | None = None) -> datetime:
         answer = await self._store.heartbeat(self._ref, self._lease_us(lease))
@@ -121,7 +137,11 @@ class AsyncClaim(_ClaimBase):
         return self.lease_expires_at
 
     async def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
-        await self._finish(self._core.success(result, adapter), "commit")
+        await self._finish(self._core.success(result, adapter, self.outputs.committed()), "commit")
+
+    async def _register_output(self, intent: str) -> None:
+        answer = await self._store.register_output(self._ref, intent)
+        self._accept(answer, "output registration")
 
     async def fail(self, error: BaseException | str, *, retryable: bool) -> None:
         await self._finish(self._core.failure(error, retryable=retryable), "fail")

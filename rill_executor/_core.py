@@ -213,13 +213,16 @@ class LedgerCore:
             current_owner=job.owner_attempt if job else None,
         )
 
-    def success(self, value: Any, adapter: TypeAdapter[Any] | None = None) -> Completion:
+    def success(
+        self, value: Any, adapter: TypeAdapter[Any] | None = None, outputs: str = "[]"
+    ) -> Completion:
         return Completion(
             state=JobState.SUCCEEDED,
             result=encode_result(value, self.config.max_result_bytes, adapter),
             error=None,
             retryable=None,
             retention_us=self.config.retention_us,
+            outputs=outputs,
         )
 
     def failure(self, error: BaseException | str, *, retryable: bool) -> Completion:

@@ -8,6 +8,7 @@ same rules, and the conformance kit holds them all to the same behaviour.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import replace
 
 from ._records import JobRow, JobState
@@ -19,8 +20,10 @@ __all__ = [
     "check_write",
     "claimed_row",
     "decide_claim",
+    "ended_outputs",
     "finished_row",
     "heartbeat_row",
+    "registered_row",
 ]
 
 
@@ -68,6 +71,7 @@ def claimed_row(job: JobRow | None, request: ClaimRequest, now: int) -> JobRow:
         updated_at=now,
         finished_at=None,
         retain_until=None,
+        outputs="[]",
     )
 
 
@@ -95,9 +99,24 @@ def heartbeat_row(job: JobRow, lease_us: int, now: int) -> JobRow:
     return replace(job, lease_until=now + lease_us, updated_at=now)
 
 
+def registered_row(job: JobRow, output: str, now: int) -> JobRow:
+    outputs = json.loads(job.outputs)
+    outputs.append(json.loads(output))
+    return replace(job, outputs=json.dumps(outputs, separators=(",", ":")), updated_at=now)
+
+
+def ended_outputs(registered: str, committed: str) -> str:
+    """An ended attempt's outputs: the committed refs, then the registered rest, uncommitted."""
+    refs = [{**ref, "committed": True} for ref in json.loads(committed)]
+    done = {ref["key"] for ref in refs}
+    rest = [{**o, "committed": False} for o in json.loads(registered) if o["key"] not in done]
+    return json.dumps(refs + rest, separators=(",", ":"))
+
+
 def finished_row(job: JobRow, completion: Completion, now: int) -> JobRow:
     return replace(
         job,
+        outputs="[]",
         state=completion.state,
         lease_until=None,
         result=completion.result,

@@ -5,6 +5,7 @@
     │   ├── ConfigError              a Ledger or store was configured unsafely or wrongly
     │   ├── InvalidKey               a business key or namespace is empty, too long, not UTF-8
     │   ├── InvalidPayload           a fingerprint or attempt id that cannot be used
+    │   ├── InvalidOutputName        an output name that cannot become an object key
     │   ├── ResultNotSerializable    a result pydantic cannot turn into JSON
     │   └── ResultTooLarge           a serialised result over the ledger's limit
     ├── OutcomeError                 the job's recorded state answers the call
@@ -38,6 +39,7 @@ __all__ = [
     "ChecksumMismatch",
     "ConfigError",
     "InvalidKey",
+    "InvalidOutputName",
     "InvalidPayload",
     "JobFailed",
     "JobInProgress",
@@ -79,6 +81,10 @@ class InvalidKey(UsageError):
 
 class InvalidPayload(UsageError):
     """A fingerprint, result version or attempt id that cannot be stored."""
+
+
+class InvalidOutputName(UsageError):
+    """An output name with '/', '..', control characters, or over the length limit."""
 
 
 class ResultNotSerializable(UsageError):

@@ -13,13 +13,17 @@ import re
 import secrets
 import unicodedata
 from typing import Any
+from urllib.parse import quote
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ._errors import InvalidKey, InvalidPayload
+from ._errors import InvalidKey, InvalidOutputName, InvalidPayload
 
 __all__ = [
     "MAX_KEY_BYTES",
+    "attempt_object_key",
+    "canonical_object_key",
+    "validate_output_name",
     "MAX_VERSION_CHARS",
     "fingerprint_of",
     "job_id",
@@ -35,7 +39,11 @@ MAX_KEY_BYTES = 512
 """Longest business key, in UTF-8 bytes. Longer natural keys should be hashed by the caller."""
 MAX_VERSION_CHARS = 128
 MAX_ATTEMPT_ID_CHARS = 128
+MAX_OUTPUT_NAME_CHARS = 200
+MAX_OBJECT_KEY_BYTES = 900  # S3 allows 1024 with the store's own prefix
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_OUTPUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
 
@@ -106,17 +114,45 @@ def validate_fingerprint(fingerprint: object) -> str:
 
 
 def validate_attempt_id(attempt_id: object) -> str:
-    if (
-        not isinstance(attempt_id, str)
-        or not attempt_id
-        or len(attempt_id) > MAX_ATTEMPT_ID_CHARS
-        or not attempt_id.isprintable()
-    ):
+    # Attempt ids become a segment of output object keys: no '/', nothing to escape.
+    if not isinstance(attempt_id, str) or not _ATTEMPT_ID.fullmatch(attempt_id):
         raise InvalidPayload(
-            f"attempt id {attempt_id!r} must be printable text of 1-{MAX_ATTEMPT_ID_CHARS}"
-            " characters; omit it to have one generated"
+            f"attempt id {attempt_id!r} must be 1-{MAX_ATTEMPT_ID_CHARS} letters, digits,"
+            " '.', '_', ':' or '-', starting with a letter or digit; omit it to have one"
+            " generated"
         )
     return attempt_id
+
+
+def validate_output_name(name: object) -> str:
+    if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name) or ".." in name:
+        raise InvalidOutputName(
+            f"output name {name!r} is not valid: use 1-{MAX_OUTPUT_NAME_CHARS} letters,"
+            " digits, '.', '_' or '-', starting with a letter or digit, without '..'"
+            " (e.g. 'segment-1.mp4'); it becomes the last part of the object's key"
+        )
+    return name
+
+
+def attempt_object_key(namespace: str, job: str, attempt_id: str, name: str) -> str:
+    """Where an attempt writes output ``name``: its own folder under the job's digest."""
+    return f"{namespace}/{job}/{attempt_id}/{name}"
+
+
+def canonical_object_key(namespace: str, key: str, result_version: str | None, name: str) -> str:
+    """Where a committed output is published: stable for (key, result version, name).
+
+    Under ``{namespace}/published/``, never under a job's digest folder, so collecting
+    orphans can tell published copies from attempts' objects.
+    """
+    segments = (quote(key, safe=":@-._~"), quote(result_version or "_", safe=":@-._~"))
+    path = f"{namespace}/published/{segments[0]}/{segments[1]}/{name}"
+    if len(path.encode()) > MAX_OBJECT_KEY_BYTES:
+        raise InvalidOutputName(
+            f"the canonical key for output {name!r} of {key!r} would be {len(path.encode())}"
+            f" bytes, over {MAX_OBJECT_KEY_BYTES}; use a shorter business key or name"
+        )
+    return path
 
 
 def job_id(namespace: str, key: str) -> str:

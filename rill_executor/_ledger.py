@@ -9,18 +9,29 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
 from ._claim import AsyncClaim, Claim
 from ._codec import DEFAULT_MAX_RESULT_BYTES
-from ._core import LedgerCore, Seconds
-from ._errors import ConfigError
+from ._core import LedgerCore, Seconds, to_us
+from ._errors import ConfigError, UsageError
+from ._housekeeping import (
+    AuditEntry,
+    CollectReport,
+    OutputAudit,
+    classify,
+    job_folder,
+    jobs_in,
+    publish_ref,
+    verify_ref,
+)
 from ._idempotent import IdempotentSpec, run_async, run_sync
 from ._outcomes import Conflict, InProgress, Replay
-from ._records import JobStatus
-from ._registry import open_async_store, open_store
+from ._outputs import OutputStore, StoredObject
+from ._records import JobState, JobStatus, OutputRef
+from ._registry import open_async_store, open_output_store, open_store
 from ._store import (
     AsyncStore,
     AttemptRef,
@@ -48,6 +59,7 @@ class _LedgerBase:
         retention: Seconds = timedelta(days=7),
         duplicate_window: Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        outputs: OutputStore | str | None = None,
     ) -> None:
         self._core = LedgerCore(
             namespace=namespace,
@@ -56,6 +68,33 @@ class _LedgerBase:
             duplicate_window=duplicate_window,
             max_result_bytes=max_result_bytes,
         )
+        self.outputs: OutputStore | None = (
+            open_output_store(outputs) if isinstance(outputs, str) else outputs
+        )
+
+    def _output_store(self) -> OutputStore:
+        if self.outputs is None:
+            raise ConfigError("this ledger has no output store: pass outputs=… to the ledger")
+        return self.outputs
+
+    def _audit(
+        self, job_id: str, status: JobStatus | None, objects: list[StoredObject]
+    ) -> OutputAudit:
+        now = status.store_time if status else datetime.now(UTC)
+        return classify(self.namespace, job_id, status, objects, now)
+
+    def _collect(
+        self,
+        audit: OutputAudit,
+        grace: timedelta,
+        deleted: list[AuditEntry],
+        young: list[AuditEntry],
+    ) -> list[AuditEntry]:
+        """Sort a job's orphans into those to delete now and those still in their grace."""
+        due = [e for e in audit.orphans if e.age is None or e.age >= grace]
+        young.extend(e for e in audit.orphans if e not in due)
+        deleted.extend(due)
+        return due
 
     @property
     def namespace(self) -> str:
@@ -109,6 +148,7 @@ class Ledger(_LedgerBase):
         retention: Seconds = timedelta(days=7),
         duplicate_window: Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        outputs: OutputStore | str | None = None,
     ) -> None:
         super().__init__(
             namespace=namespace,
@@ -116,6 +156,7 @@ class Ledger(_LedgerBase):
             retention=retention,
             duplicate_window=duplicate_window,
             max_result_bytes=max_result_bytes,
+            outputs=outputs,
         )
         self.store: Store = open_store(store) if isinstance(store, str) else store
         self._threaded: AsyncLedger | None = None
@@ -140,11 +181,41 @@ class Ledger(_LedgerBase):
         outcome = self._core.claim_outcome(request, self.store.claim(request))
         if isinstance(outcome, (Replay, InProgress, Conflict)):
             return outcome
-        return Claim(self._core, self.store, outcome)
+        return Claim(self._core, self.store, outcome, self.outputs)
 
     def status(self, key: str) -> JobStatus | None:
         """The job of ``key`` with all its attempts, or None if there is none."""
         return self._core.status(self.store.status(self._core.job_id(key)))
+
+    def audit(self, key: str) -> OutputAudit:
+        """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
+        outputs, job_id = self._output_store(), self._core.job_id(key)
+        objects = list(outputs.list(job_folder(self.namespace, job_id)))
+        return self._audit(job_id, self.status(key), objects)
+
+    def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
+        """Delete this namespace's orphan objects older than ``grace``; never a committed
+        output of a retained job. Idempotent; safe to run from several processes."""
+        outputs, wait = self._output_store(), timedelta(microseconds=to_us(grace, "grace"))
+        deleted: list[AuditEntry] = []
+        young: list[AuditEntry] = []
+        jobs = jobs_in(self.namespace, outputs.list(f"{self.namespace}/"))
+        for job_id, objects in jobs.items():
+            audit = self._audit(job_id, self._core.status(self.store.status(job_id)), objects)
+            for entry in self._collect(audit, wait, deleted, young):
+                outputs.delete(entry.key)
+        return CollectReport(deleted=tuple(deleted), kept_young=tuple(young), jobs=len(jobs))
+
+    def verify(self, ref: OutputRef) -> None:
+        """Read the object behind ``ref``; ``ChecksumMismatch`` if it is not what was written."""
+        verify_ref(self._output_store(), ref)
+
+    def publish(self, key: str) -> list[OutputRef]:
+        """Copy the committed outputs of ``key`` to their canonical keys (write-once)."""
+        outputs, status = self._output_store(), self.status(key)
+        if status is None or status.state is not JobState.SUCCEEDED:
+            raise UsageError(f"{key!r} has no committed result to publish")
+        return [publish_ref(outputs, status, ref) for ref in status.outputs]
 
     def idempotent(
         self,
@@ -193,6 +264,7 @@ class Ledger(_LedgerBase):
                 lease=timedelta(microseconds=config.lease_us),
                 retention=timedelta(microseconds=config.retention_us),
                 max_result_bytes=config.max_result_bytes,
+                outputs=self.outputs,
             )
         return self._threaded
 
@@ -220,6 +292,7 @@ class AsyncLedger(_LedgerBase):
         retention: Seconds = timedelta(days=7),
         duplicate_window: Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        outputs: OutputStore | str | None = None,
     ) -> None:
         super().__init__(
             namespace=namespace,
@@ -227,6 +300,7 @@ class AsyncLedger(_LedgerBase):
             retention=retention,
             duplicate_window=duplicate_window,
             max_result_bytes=max_result_bytes,
+            outputs=outputs,
         )
         self.store: AsyncStore = open_async_store(store) if isinstance(store, str) else store
 
@@ -249,10 +323,39 @@ class AsyncLedger(_LedgerBase):
         outcome = self._core.claim_outcome(request, await self.store.claim(request))
         if isinstance(outcome, (Replay, InProgress, Conflict)):
             return outcome
-        return AsyncClaim(self._core, self.store, outcome)
+        return AsyncClaim(self._core, self.store, outcome, self.outputs)
 
     async def status(self, key: str) -> JobStatus | None:
         return self._core.status(await self.store.status(self._core.job_id(key)))
+
+    async def audit(self, key: str) -> OutputAudit:
+        outputs, job_id = self._output_store(), self._core.job_id(key)
+        folder = job_folder(self.namespace, job_id)
+        objects = await asyncio.to_thread(lambda: list(outputs.list(folder)))
+        return self._audit(job_id, await self.status(key), objects)
+
+    async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
+        outputs, wait = self._output_store(), timedelta(microseconds=to_us(grace, "grace"))
+        deleted: list[AuditEntry] = []
+        young: list[AuditEntry] = []
+        listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
+        jobs = jobs_in(self.namespace, listed)
+        for job_id, objects in jobs.items():
+            audit = self._audit(job_id, self._core.status(await self.store.status(job_id)), objects)
+            for entry in self._collect(audit, wait, deleted, young):
+                await asyncio.to_thread(outputs.delete, entry.key)
+        return CollectReport(deleted=tuple(deleted), kept_young=tuple(young), jobs=len(jobs))
+
+    async def verify(self, ref: OutputRef) -> None:
+        await asyncio.to_thread(verify_ref, self._output_store(), ref)
+
+    async def publish(self, key: str) -> list[OutputRef]:
+        outputs, status = self._output_store(), await self.status(key)
+        if status is None or status.state is not JobState.SUCCEEDED:
+            raise UsageError(f"{key!r} has no committed result to publish")
+        return [
+            await asyncio.to_thread(publish_ref, outputs, status, ref) for ref in status.outputs
+        ]
 
     def idempotent(
         self,
@@ -305,6 +408,9 @@ class ThreadedAsyncStore:
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         return await asyncio.to_thread(self.sync.heartbeat, ref, lease_us)
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.register_output, ref, output)
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         return await asyncio.to_thread(self.sync.finish, ref, completion)

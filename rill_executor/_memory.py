@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ._decisions import (
@@ -16,8 +17,10 @@ from ._decisions import (
     check_write,
     claimed_row,
     decide_claim,
+    ended_outputs,
     finished_row,
     heartbeat_row,
+    registered_row,
 )
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
@@ -46,7 +49,8 @@ class MemoryStore:
             new = claimed_row(job, request, now)
             attempts = self._attempts.setdefault(request.job_id, [])
             if job is not None and job.state is JobState.PROCESSING:
-                self._end_attempt(attempts, job.fence, AttemptOutcome.EXPIRED, now, None)
+                outputs = ended_outputs(job.outputs, "[]")
+                self._end_attempt(attempts, job.fence, AttemptOutcome.EXPIRED, now, None, outputs)
             attempts.append(
                 AttemptRow(new.fence, request.attempt_id, now, None, AttemptOutcome.RUNNING, None)
             )
@@ -54,12 +58,18 @@ class MemoryStore:
             return StoreAnswer(ok=True, job=new, now=now)
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return self._write(ref, lambda job, now: heartbeat_row(job, lease_us, now))
+
+    def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return self._write(ref, lambda job, now: registered_row(job, output, now))
+
+    def _write(self, ref: AttemptRef, change: Callable[[JobRow, int], JobRow]) -> StoreAnswer:
         with self._lock:
             now = self._now()
             job = self._jobs.get(ref.job_id)
             if job is None or check_write(job, ref, now) is not None:
                 return StoreAnswer(ok=False, job=job, now=now)
-            new = self._jobs[ref.job_id] = heartbeat_row(job, lease_us, now)
+            new = self._jobs[ref.job_id] = change(job, now)
             return StoreAnswer(ok=True, job=new, now=now)
 
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
@@ -74,7 +84,10 @@ class MemoryStore:
                 if completion.state is JobState.SUCCEEDED
                 else AttemptOutcome.FAILED
             )
-            self._end_attempt(self._attempts[ref.job_id], ref.fence, outcome, now, completion.error)
+            outputs = ended_outputs(job.outputs, completion.outputs)
+            self._end_attempt(
+                self._attempts[ref.job_id], ref.fence, outcome, now, completion.error, outputs
+            )
             return StoreAnswer(ok=True, job=new, now=now)
 
     def status(self, job_id: str) -> StoreStatus | None:
@@ -94,10 +107,13 @@ class MemoryStore:
         outcome: AttemptOutcome,
         now: int,
         error: str | None,
+        outputs: str,
     ) -> None:
         for i, attempt in enumerate(attempts):
             if attempt.fence == fence and attempt.outcome is AttemptOutcome.RUNNING:
-                attempts[i] = replace(attempt, outcome=outcome, ended_at=now, error=error)
+                attempts[i] = replace(
+                    attempt, outcome=outcome, ended_at=now, error=error, outputs=outputs
+                )
 
 
 class AsyncMemoryStore:
@@ -111,6 +127,9 @@ class AsyncMemoryStore:
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         return self.sync.heartbeat(ref, lease_us)
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return self.sync.register_output(ref, output)
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         return self.sync.finish(ref, completion)

@@ -23,6 +23,8 @@ __all__ = [
     "JobRow",
     "JobState",
     "JobStatus",
+    "OutputInfo",
+    "OutputRef",
     "OwnerInfo",
     "at_us",
     "from_us",
@@ -66,6 +68,7 @@ class JobRow:
     updated_at: int
     finished_at: int | None
     retain_until: int | None
+    outputs: str = "[]"  # JSON: the outputs the current owner registered (name, key, uri)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,7 @@ class AttemptRow:
     ended_at: int | None
     outcome: AttemptOutcome
     error: str | None
+    outputs: str = "[]"  # JSON: its outputs, each with "committed": true/false
 
 
 def from_us(us: int | None) -> datetime | None:
@@ -120,6 +124,42 @@ class OwnerInfo(_View):
     lease_left: timedelta  # negative once expired, on the store's clock
 
 
+class OutputRef(_View):
+    """An object an attempt wrote through ``claim.outputs.put``: what a result refers to."""
+
+    name: str
+    key: str  # the object's key in the output store (attempt-scoped)
+    uri: str
+    sha256: str
+    size: int
+    etag: str | None = None
+    version_id: str | None = None
+
+
+class OutputInfo(_View):
+    """An output an attempt registered; ``committed`` once its result was committed with it.
+
+    Registered before it was written: an output that was never uploaded (the attempt died
+    in between) has no ``sha256`` or ``size``.
+    """
+
+    name: str
+    key: str
+    uri: str
+    committed: bool = False
+    sha256: str | None = None
+    size: int | None = None
+    etag: str | None = None
+    version_id: str | None = None
+
+    @classmethod
+    def many(cls, text: str | None, *, committed: bool | None = None) -> tuple[OutputInfo, ...]:
+        infos = tuple(cls.model_validate(item) for item in json.loads(text or "[]"))
+        if committed is None:
+            return infos
+        return tuple(info.model_copy(update={"committed": committed}) for info in infos)
+
+
 class AttemptInfo(_View):
     attempt_id: str
     fence: int
@@ -127,6 +167,7 @@ class AttemptInfo(_View):
     ended_at: datetime | None
     outcome: AttemptOutcome
     error: ErrorInfo | None
+    outputs: tuple[OutputInfo, ...] = ()
 
 
 class JobStatus(_View):
@@ -147,6 +188,18 @@ class JobStatus(_View):
     retain_until: datetime | None
     store_time: datetime
     attempts: tuple[AttemptInfo, ...]
+
+    @property
+    def outputs(self) -> tuple[OutputRef, ...]:
+        """The outputs committed with the job's result (empty unless it succeeded)."""
+        if self.state is not JobState.SUCCEEDED:
+            return ()
+        winner = next((a for a in self.attempts if a.fence == self.fence), None)
+        return tuple(
+            OutputRef.model_validate(info.model_dump(exclude={"committed"}))
+            for info in (winner.outputs if winner else ())
+            if info.committed and info.sha256 is not None and info.size is not None
+        )
 
     @classmethod
     def build(cls, job: JobRow, attempts: list[AttemptRow], now: int) -> JobStatus:
@@ -182,10 +235,17 @@ class JobStatus(_View):
                     ended_at=from_us(a.ended_at),
                     outcome=_settled(a, job),
                     error=ErrorInfo.from_json(a.error),
+                    outputs=_outputs_of(a, job),
                 )
                 for a in sorted(attempts, key=lambda a: a.fence)
             ),
         )
+
+
+def _outputs_of(attempt: AttemptRow, job: JobRow) -> tuple[OutputInfo, ...]:
+    if attempt.outcome is AttemptOutcome.RUNNING and attempt.fence == job.fence:
+        return OutputInfo.many(job.outputs, committed=False)  # the owner's, so far
+    return OutputInfo.many(attempt.outputs)
 
 
 def _settled(attempt: AttemptRow, job: JobRow) -> AttemptOutcome:

@@ -12,9 +12,10 @@ from importlib.metadata import entry_points
 from typing import Any, cast
 
 from ._errors import ConfigError
+from ._outputs import OutputStore
 from ._store import AsyncStore, Store
 
-__all__ = ["open_async_store", "open_store", "upgrade_schema"]
+__all__ = ["open_async_store", "open_output_store", "open_store", "upgrade_schema"]
 
 _HINTS = {
     "sqlite": "rill-executor-sql",
@@ -56,6 +57,11 @@ def open_store(url: str) -> Store:
 def open_async_store(url: str) -> AsyncStore:
     """Open an asyncio store by URL; the same schemes as ``open_store``."""
     return cast(AsyncStore, _factory(url, "rill_executor.async_stores")(url))
+
+
+def open_output_store(url: str) -> OutputStore:
+    """Open an output store by URL (``s3://bucket/prefix?endpoint_url=…``)."""
+    return cast(OutputStore, _factory(url, "rill_executor.output_stores")(url))
 
 
 def upgrade_schema(url: str) -> list[int]:

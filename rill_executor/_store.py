@@ -57,6 +57,7 @@ class Completion:
     error: str | None  # JSON text of ErrorInfo, for FAILED
     retryable: bool | None  # for FAILED
     retention_us: int
+    outputs: str = "[]"  # JSON: the OutputRefs committed with a SUCCEEDED result
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +84,15 @@ class Store(Protocol):
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         """Extend the owner's live lease to now + ``lease_us``; else change nothing."""
 
+    def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        """Append ``output`` (JSON: name, key, uri) to the owner's registered outputs
+        (``JobRow.outputs``), under the same fence and live-lease check as a heartbeat."""
+
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        """Commit or fail for the owner with a live lease, attempt history included."""
+        """Commit or fail for the owner with a live lease, attempt history included.
+
+        The ended attempt's history entry lists its outputs (``ended_outputs``): the
+        committed refs, and every other registered output as uncommitted."""
 
     def status(self, job_id: str) -> StoreStatus | None:
         """The job and all its attempts, read together."""
@@ -97,6 +105,8 @@ class AsyncStore(Protocol):
     async def claim(self, request: ClaimRequest) -> StoreAnswer: ...
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer: ...
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer: ...
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer: ...
 

@@ -9,8 +9,10 @@ from ._decisions import (
     check_write,
     claimed_row,
     decide_claim,
+    ended_outputs,
     finished_row,
     heartbeat_row,
+    registered_row,
 )
 from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
@@ -45,6 +47,8 @@ __all__ = [
     "check_write",
     "claimed_row",
     "decide_claim",
+    "ended_outputs",
     "finished_row",
     "heartbeat_row",
+    "registered_row",
 ]

@@ -31,15 +31,17 @@ from rill_executor.store import (
     check_write,
     claimed_row,
     decide_claim,
+    ended_outputs,
     finished_row,
     heartbeat_row,
+    registered_row,
 )
 
 from ._dialect import SqlDialect
 from ._queries import ANSWER_COLUMNS, STATUS_COLUMNS, named
 from ._schema import jobs
 
-__all__ = ["Flow", "Step", "claim", "finish", "heartbeat", "status"]
+__all__ = ["Flow", "Step", "claim", "finish", "heartbeat", "register_output", "status"]
 
 
 class Raw(NamedTuple):
@@ -81,7 +83,13 @@ def job_row(row: Mapping[Any, Any]) -> JobRow:
         updated_at=int(row["updated_at"]),
         finished_at=row["finished_at"],
         retain_until=row["retain_until"],
+        outputs=_json_text(row["outputs"]),
     )
+
+
+def _json_text(value: Any) -> str:
+    """JSON columns arrive as text (SQLite, MariaDB) or decoded (Postgres jsonb)."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
@@ -104,6 +112,7 @@ def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "retain_until": job.retain_until,
         "attempts": attempts,
+        "outputs": job.outputs,
     }
 
 
@@ -118,7 +127,12 @@ def _answer(rows: Rows) -> StoreAnswer:
 
 
 def _appended(
-    history: str, job: JobRow, outcome: AttemptOutcome, now: int, error: str | None
+    history: str,
+    job: JobRow,
+    outcome: AttemptOutcome,
+    now: int,
+    error: str | None,
+    outputs: str,
 ) -> str:
     """The history with the owner's attempt of ``job`` ended as ``outcome``."""
     entries = json.loads(history)
@@ -130,6 +144,7 @@ def _appended(
             "ended_at": now,
             "outcome": outcome.value,
             "error": None if error is None else json.loads(error),
+            "outputs": json.loads(outputs),
         }
     )
     return json.dumps(entries, separators=(",", ":"))
@@ -184,6 +199,11 @@ _extend_lease = (
     .where(jobs.c.job_id == bindparam("b_job_id"))
     .values(lease_until=bindparam("lease_until"), updated_at=bindparam("updated_at"))
 )
+_register = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("b_job_id"))
+    .values(outputs=bindparam("outputs"), updated_at=bindparam("updated_at"))
+)
 
 
 def _locked(
@@ -206,7 +226,8 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
         yield _insert_job, _columns(new, history)
         return StoreAnswer(ok=True, job=new, now=now)
     if job.state is JobState.PROCESSING:
-        history = _appended(history, job, AttemptOutcome.EXPIRED, now, None)
+        outputs = ended_outputs(job.outputs, "[]")
+        history = _appended(history, job, AttemptOutcome.EXPIRED, now, None, outputs)
     yield _update_job, {**_columns(new, history), "b_job_id": job.job_id}
     return StoreAnswer(ok=True, job=new, now=now)
 
@@ -220,12 +241,22 @@ def _client_heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Fl
     return StoreAnswer(ok=True, job=new, now=now)
 
 
+def _client_register(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
+    job, _, now = yield from _locked(dialect, ref.job_id)
+    if job is None or check_write(job, ref, now) is not None:
+        return StoreAnswer(ok=False, job=job, now=now)
+    new = registered_row(job, output, now)
+    yield _register, {"b_job_id": ref.job_id, "outputs": new.outputs, "updated_at": now}
+    return StoreAnswer(ok=True, job=new, now=now)
+
+
 def _client_finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:
     job, history, now = yield from _locked(dialect, ref.job_id)
     if job is None or check_write(job, ref, now) is not None:
         return StoreAnswer(ok=False, job=job, now=now)
     new = finished_row(job, completion, now)
-    history = _appended(history, job, _outcome(completion), now, completion.error)
+    outputs = ended_outputs(job.outputs, completion.outputs)
+    history = _appended(history, job, _outcome(completion), now, completion.error, outputs)
     yield _update_job, {**_columns(new, history), "b_job_id": ref.job_id}
     return StoreAnswer(ok=True, job=new, now=now)
 
@@ -284,6 +315,12 @@ def heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
     return _client_heartbeat(dialect, ref, lease_us)
 
 
+def register_output(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
+    if dialect.server_side:
+        return _server_write("register_output", ref, {"output": output})
+    return _client_register(dialect, ref, output)
+
+
 def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:
     if dialect.server_side:
         return _server_write(
@@ -296,6 +333,7 @@ def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow
                 "retryable": completion.retryable,
                 "retention_us": completion.retention_us,
                 "outcome": _outcome(completion).value,
+                "outputs": completion.outputs,
             },
         )
     return _client_finish(dialect, ref, completion)

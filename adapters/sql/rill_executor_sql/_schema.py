@@ -4,7 +4,7 @@ Times are BIGINT microseconds since the epoch on the database's clock; the job t
 by ``job_id`` (SHA-256 of namespace and key), so no collation can merge two business keys.
 A job's attempt history is a JSON array in its row, one entry appended when an attempt ends
 (the running attempt is the row's owner): a fresh call writes one row, twice.
-Version 1 creates the tables. Later versions append a function to ``MIGRATIONS``.
+A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.dialects import mysql, postgresql
 
 __all__ = [
     "MIGRATIONS",
+    "create_v1",
     "SCHEMA_VERSION",
     "installed_version",
     "jobs",
@@ -67,6 +69,7 @@ jobs = Table(
     Column("finished_at", BigInteger),
     Column("retain_until", BigInteger),
     Column("attempts", _json_array, nullable=False),
+    Column("outputs", _json_array, nullable=False, server_default="[]"),
     **_mysql,
 )
 
@@ -79,12 +82,31 @@ versions = Table(
 )
 
 
-def _v1(conn: Connection) -> None:
-    metadata.create_all(conn, tables=[jobs])
+def _v2_outputs(conn: Connection) -> None:
+    """Version 2: the outputs the running attempt registered (S3 output objects)."""
+    kind = jobs.c.outputs.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN outputs {kind} NOT NULL DEFAULT '[]'"))
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1}
-SCHEMA_VERSION = max(MIGRATIONS)
+# Each version's change to the one before. A new database gets ``metadata`` as it is now;
+# an older one gets the changes it lacks. Version 1 is the first released table (see
+# ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_outputs}
+SCHEMA_VERSION = 2
+
+
+def create_v1(conn: Connection, now_us: int) -> None:
+    """The schema as version 1 left it: to test upgrades from it."""
+    v1 = MetaData()
+    Table(
+        jobs.name,
+        v1,
+        *(c._copy() for c in jobs.columns if c.name != "outputs"),
+        **_mysql,
+    )
+    versions.to_metadata(v1).create(conn, checkfirst=True)
+    v1.create_all(conn)
+    conn.execute(versions.insert().values(version=1, applied_at=now_us))
 
 
 def installed_version(conn: Connection) -> int | None:
@@ -95,9 +117,13 @@ def installed_version(conn: Connection) -> int | None:
 
 
 def upgrade(conn: Connection, now_us: int) -> list[int]:
-    """Apply every missing migration in order, in the caller's transaction."""
+    """Bring the schema to ``SCHEMA_VERSION`` in the caller's transaction."""
     versions.create(conn, checkfirst=True)
     have = installed_version(conn) or 0
+    if have == 0:
+        metadata.create_all(conn, tables=[jobs])
+        conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
+        return [SCHEMA_VERSION]
     applied = []
     for version in sorted(v for v in MIGRATIONS if v > have):
         MIGRATIONS[version](conn)

@@ -192,6 +192,9 @@ class SqlStore:
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         return self._run(lambda: _flows.heartbeat(self.dialect, ref, lease_us))  # type: ignore[no-any-return]
 
+    def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return self._run(lambda: _flows.register_output(self.dialect, ref, output))  # type: ignore[no-any-return]
+
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         return self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]
 
@@ -266,6 +269,9 @@ class AsyncSqlStore:
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         return await self._run(lambda: _flows.heartbeat(self.dialect, ref, lease_us))  # type: ignore[no-any-return]
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return await self._run(lambda: _flows.register_output(self.dialect, ref, output))  # type: ignore[no-any-return]
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         return await self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import Claim, Ledger, SchemaMissing, StoreUnavailable
+from rill_executor import Claim, Ledger, Replay, SchemaMissing, StoreUnavailable, fingerprint_of
+from rill_executor._keys import job_id
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
-from rill_executor_sql._schema import installed_version, metadata
+from rill_executor_sql._schema import create_v1, installed_version, jobs, metadata
 
 FAMILIES = ["sqlite", "postgres", "mariadb"]
 
@@ -78,6 +80,8 @@ def test_postgres_spends_one_statement_per_operation(
     count()
     claim.heartbeat()
     count()
+    claim._register_output('{"name": "a", "key": "a", "uri": "s3://b/a"}')
+    count()
     claim.commit({"ok": True})
     count()
     ledger.claim("k")
@@ -85,7 +89,7 @@ def test_postgres_spends_one_statement_per_operation(
     ledger.status("k")
     count()
     store.close()
-    assert counts == [1, 1, 1, 1, 1], seen
+    assert counts == [1, 1, 1, 1, 1, 1], seen
 
 
 @pytest.mark.parametrize("family", ["sqlite", "mariadb"])
@@ -120,8 +124,11 @@ def test_schema_upgrade_is_idempotent_and_matches_the_metadata(url: str) -> None
 
 
 @pytest.fixture
-def empty_database(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A new, empty database on the PostgreSQL or MariaDB test server."""
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A new, empty database: a SQLite file, or one on the PostgreSQL or MariaDB server."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.db"
+        return
     base = make_url(request.getfixturevalue(f"{request.param}_url"))
     name = f"rill_empty_{uuid.uuid4().hex[:8]}"
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
@@ -140,6 +147,41 @@ def test_a_server_store_without_schema_says_how_to_install_it(empty_database: st
         SqlStore(empty_database)
     SqlStore(empty_database, upgrade=True).close()
     SqlStore(empty_database).close()
+
+
+@pytest.mark.parametrize("empty_database", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
+    empty_database: str, request: pytest.FixtureRequest
+) -> None:
+    store = SqlStore(empty_database, upgrade=False, check=False)
+    with store.engine.begin() as conn:
+        create_v1(conn, 0)
+        row = {c.name: None for c in jobs.columns if c.name != "outputs"}
+        row.update(
+            job_id=job_id("old", "k"),
+            namespace="old",
+            job_key="k",
+            state="succeeded",
+            fence=1,
+            fingerprint=fingerprint_of(None),
+            result='"kept"',
+            created_at=1,
+            updated_at=1,
+            finished_at=1,
+            retain_until=2**62,
+            attempts="[]",
+        )
+        conn.execute(jobs.insert(), row)  # the v1 columns only
+    with pytest.raises(SchemaMissing, match="schema version 1"):
+        SqlStore(empty_database, upgrade=False)
+    assert store.upgrade() == [2]
+    assert store.upgrade() == []
+    with store.engine.connect() as conn:
+        reflected = {c["name"]: c["nullable"] for c in inspect(conn).get_columns("rill_jobs")}
+    assert reflected == {c.name: c.nullable for c in jobs.columns}
+    replay = Ledger(store, namespace="old").claim("k")
+    assert isinstance(replay, Replay) and replay.result() == "kept"
+    store.close()
 
 
 def test_an_unreachable_server_is_store_unavailable() -> None:

@@ -16,10 +16,10 @@ WITH clock AS (
     INSERT INTO rill_jobs AS j (
         job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
         fingerprint, result_version, result, error, retryable, created_at, updated_at,
-        finished_at, retain_until, attempts)
+        finished_at, retain_until, attempts, outputs)
     SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing', 1, CAST(%(attempt_id)s AS varchar),
         clock.now_us, clock.now_us + CAST(%(lease_us)s AS bigint), CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
-        NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb
+        NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb, '[]'::jsonb
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur)
        OR EXISTS (
@@ -34,11 +34,14 @@ WITH clock AS (
         claimed_at = EXCLUDED.claimed_at, lease_until = EXCLUDED.lease_until,
         fingerprint = EXCLUDED.fingerprint, result_version = EXCLUDED.result_version,
         result = NULL, error = NULL, retryable = NULL, updated_at = EXCLUDED.updated_at,
-        finished_at = NULL, retain_until = NULL,
+        finished_at = NULL, retain_until = NULL, outputs = '[]'::jsonb,
         attempts = CASE WHEN j.state = 'processing' THEN j.attempts || jsonb_build_array(
             jsonb_build_object('fence', j.fence, 'attempt_id', j.owner_attempt,
                                'started_at', j.claimed_at, 'ended_at', EXCLUDED.claimed_at,
-                               'outcome', 'expired', 'error', NULL))
+                               'outcome', 'expired', 'error', NULL,
+                               'outputs', (SELECT coalesce(jsonb_agg(
+                                   o || '{"committed": false}'::jsonb), '[]'::jsonb)
+                                   FROM jsonb_array_elements(j.outputs) o)))
             ELSE j.attempts END
     WHERE (j.state <> 'processing' AND j.retain_until <= EXCLUDED.claimed_at)
        OR (j.fingerprint = EXCLUDED.fingerprint
@@ -67,6 +70,25 @@ UNION ALL
 SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
 WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 
+-- name: register_output
+-- An output the owner is about to write, recorded before it exists (fenced like a heartbeat).
+WITH clock AS (
+    SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+), upd AS (
+    UPDATE rill_jobs j
+    SET outputs = j.outputs || jsonb_build_array(CAST(%(output)s AS jsonb)),
+        updated_at = clock.now_us
+    FROM clock
+    WHERE j.job_id = CAST(%(job_id)s AS varchar) AND j.fence = CAST(%(fence)s AS bigint)
+      AND j.owner_attempt = CAST(%(attempt_id)s AS varchar)
+      AND j.state = 'processing' AND j.lease_until > clock.now_us
+    RETURNING {columns}
+)
+SELECT true AS ok, clock.now_us AS now, upd.* FROM upd, clock
+UNION ALL
+SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
+WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
+
 -- name: finish
 -- Commit or fail: the result and the attempt's entry in the history, in one fenced write.
 WITH clock AS (
@@ -79,7 +101,17 @@ WITH clock AS (
         attempts = j.attempts || jsonb_build_array(jsonb_build_object(
             'fence', j.fence, 'attempt_id', j.owner_attempt, 'started_at', j.claimed_at,
             'ended_at', clock.now_us, 'outcome', CAST(%(outcome)s AS text),
-            'error', CAST(%(error)s AS jsonb)))
+            'error', CAST(%(error)s AS jsonb),
+            'outputs', (SELECT coalesce(jsonb_agg(o), '[]'::jsonb) FROM (
+                SELECT c || '{"committed": true}'::jsonb AS o
+                FROM jsonb_array_elements(CAST(%(outputs)s AS jsonb)) c
+                UNION ALL
+                SELECT r || '{"committed": false}'::jsonb
+                FROM jsonb_array_elements(j.outputs) r
+                WHERE NOT EXISTS (
+                    SELECT 1 FROM jsonb_array_elements(CAST(%(outputs)s AS jsonb)) c
+                    WHERE c ->> 'key' = r ->> 'key')) ended))),
+        outputs = '[]'::jsonb
     FROM clock
     WHERE j.job_id = CAST(%(job_id)s AS varchar) AND j.fence = CAST(%(fence)s AS bigint) AND j.owner_attempt = CAST(%(attempt_id)s AS varchar)
       AND j.state = 'processing' AND j.lease_until > clock.now_us

@@ -1,0 +1,97 @@
+"""``claim.outputs``: writing output objects under a claim.
+
+``put`` registers the object in the attempt's record first (a fenced store write: a
+superseded attempt cannot even register), then writes it to an attempt-scoped key with a
+SHA-256 checksum, and returns the ``OutputRef`` the result can carry. ``commit`` commits
+every ref put through the claim together with the result, in the same fenced write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._errors import ConfigError, UsageError
+from ._keys import attempt_object_key, validate_output_name
+from ._outputs import OutputData, OutputStore, StoredObject
+from ._records import OutputRef
+
+if TYPE_CHECKING:
+    from ._claim import AsyncClaim, Claim
+
+__all__ = ["AsyncClaimOutputs", "ClaimOutputs"]
+
+
+class _OutputsBase:
+    def __init__(
+        self, store: OutputStore | None, namespace: str, job_id: str, attempt_id: str
+    ) -> None:
+        self._store = store
+        self._where = (namespace, job_id, attempt_id)
+        self.refs: list[OutputRef] = []
+
+    def _intent(self, name: str) -> tuple[OutputStore, str, str]:
+        """The store, object key and registration (JSON) for output ``name``."""
+        if self._store is None:
+            raise ConfigError(
+                "this ledger has no output store: pass outputs=… (e.g. an S3OutputStore) to"
+                " Ledger / AsyncLedger to write outputs through a claim"
+            )
+        name = validate_output_name(name)
+        if any(ref.name == name for ref in self.refs):
+            raise UsageError(f"output {name!r} was already written by this attempt")
+        key = attempt_object_key(*self._where, name)
+        uri = self._store.uri(key)
+        return self._store, key, json.dumps({"name": name, "key": key, "uri": uri})
+
+    def _written(self, name: str, key: str, stored: StoredObject) -> OutputRef:
+        assert stored.sha256 is not None  # checked by _put
+        ref = OutputRef(
+            name=name,
+            key=key,
+            uri=stored.uri,
+            sha256=stored.sha256,
+            size=stored.size,
+            etag=stored.etag,
+            version_id=stored.version_id,
+        )
+        self.refs.append(ref)
+        return ref
+
+    def committed(self) -> str:
+        return json.dumps([ref.model_dump() for ref in self.refs], separators=(",", ":"))
+
+
+def _put(store: OutputStore, key: str, data: OutputData) -> StoredObject:
+    stored = store.put(key, data)
+    if stored.sha256 is None:
+        raise ConfigError(f"output store {type(store).__name__} returned no SHA-256 for {key!r}")
+    return stored
+
+
+class ClaimOutputs(_OutputsBase):
+    def __init__(self, claim: Claim, store: OutputStore | None) -> None:
+        super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
+        self._register: Callable[[str], None] = claim._register_output
+
+    def put(self, name: str, data: OutputData) -> OutputRef:
+        """Register, then write ``data`` as output ``name``; raises ``StaleAttempt`` (and
+        writes nothing) if this attempt no longer owns the job."""
+        store, key, intent = self._intent(name)
+        self._register(intent)
+        stored = _put(store, key, data)
+        return self._written(name, key, stored)
+
+
+class AsyncClaimOutputs(_OutputsBase):
+    def __init__(self, claim: AsyncClaim, store: OutputStore | None) -> None:
+        super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
+        self._claim = claim
+
+    async def put(self, name: str, data: OutputData) -> OutputRef:
+        store, key, intent = self._intent(name)
+        await self._claim._register_output(intent)
+        stored = await asyncio.to_thread(_put, store, key, data)
+        return self._written(name, key, stored)
