@@ -156,7 +156,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     store = SqlStore(empty_database, upgrade=False, check=False)
     with store.engine.begin() as conn:
         create_v1(conn, 0)
-        row = {c.name: None for c in jobs.columns if c.name != "outputs"}
+        row: dict[str, object] = {c.name: None for c in jobs.columns if c.name != "outputs"}
         row.update(
             job_id=job_id("old", "k"),
             namespace="old",
