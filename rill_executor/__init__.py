@@ -37,6 +37,7 @@ from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger, ThreadedAsyncStore
 from ._memory import AsyncMemoryStore, MemoryStore
+from ._memory_outputs import MemoryOutputStore
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
 from ._outputs import OutputStore, StoredObject
 from ._records import (
@@ -53,6 +54,7 @@ from ._registry import open_async_store, open_output_store, open_store
 from ._store import AsyncStore, Store
 
 __all__ = [
+    "MemoryOutputStore",
     "open_output_store",
     "StoredObject",
     "OutputStoreError",

@@ -35,15 +35,15 @@ Seconds = timedelta | float | int
 _NO_FINGERPRINT = fingerprint_of(None)
 
 
-def to_us(value: Seconds, what: str) -> int:
+def to_us(value: Seconds, what: str, *, zero: bool = False) -> int:
     if isinstance(value, timedelta):
         us = value // timedelta(microseconds=1)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         us = int(value * 1_000_000)
     else:
         raise ConfigError(f"{what} must be a timedelta or seconds, got {value!r}")
-    if us <= 0:
-        raise ConfigError(f"{what} must be positive, got {value!r}")
+    if us < 0 or (us == 0 and not zero):
+        raise ConfigError(f"{what} must be {'zero or more' if zero else 'positive'}, got {value!r}")
     return us
 
 

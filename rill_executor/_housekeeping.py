@@ -190,6 +190,11 @@ def verify_ref(outputs: OutputStore, ref: OutputRef) -> None:
         )
 
 
+def _published(ref: OutputRef, stored: StoredObject) -> OutputRef:
+    update = {"key": stored.key, "uri": stored.uri, "etag": stored.etag}
+    return ref.model_copy(update={**update, "version_id": stored.version_id})
+
+
 def publish_ref(outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
     """Copy a committed output to its canonical key, never replacing another object there."""
     key = canonical_object_key(status.namespace, status.key, status.result_version, ref.name)
@@ -202,7 +207,7 @@ def publish_ref(outputs: OutputStore, status: JobStatus, ref: OutputRef) -> Outp
                     f" {(existing.sha256 or '?')[:16]}…, not {ref.sha256[:16]}…); publishing"
                     " never replaces it — resolve the job before publishing again"
                 )
-            return ref.model_copy(update={"key": key, "uri": existing.uri, "etag": existing.etag})
+            return _published(ref, existing)
         with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as copy:
             sha256, size = _digest(outputs.read(ref.key), copy)
             if (sha256, size) != (ref.sha256, ref.size):
@@ -212,12 +217,5 @@ def publish_ref(outputs: OutputStore, status: JobStatus, ref: OutputRef) -> Outp
                 stored = outputs.put(key, copy, if_none_match=True)  # type: ignore[arg-type]
             except OutputExists:
                 continue  # a concurrent publisher won: check what it wrote
-        return ref.model_copy(
-            update={
-                "key": key,
-                "uri": stored.uri,
-                "etag": stored.etag,
-                "version_id": stored.version_id,
-            }
-        )
+        return _published(ref, stored)
     raise OutputExists(f"{key} changed while publishing; try again")

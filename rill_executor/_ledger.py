@@ -196,7 +196,10 @@ class Ledger(_LedgerBase):
     def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         """Delete this namespace's orphan objects older than ``grace``; never a committed
         output of a retained job. Idempotent; safe to run from several processes."""
-        outputs, wait = self._output_store(), timedelta(microseconds=to_us(grace, "grace"))
+        outputs, wait = (
+            self._output_store(),
+            timedelta(microseconds=to_us(grace, "grace", zero=True)),
+        )
         deleted: list[AuditEntry] = []
         young: list[AuditEntry] = []
         jobs = jobs_in(self.namespace, outputs.list(f"{self.namespace}/"))
@@ -335,7 +338,10 @@ class AsyncLedger(_LedgerBase):
         return self._audit(job_id, await self.status(key), objects)
 
     async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
-        outputs, wait = self._output_store(), timedelta(microseconds=to_us(grace, "grace"))
+        outputs, wait = (
+            self._output_store(),
+            timedelta(microseconds=to_us(grace, "grace", zero=True)),
+        )
         deleted: list[AuditEntry] = []
         young: list[AuditEntry] = []
         listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))

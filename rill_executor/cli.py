@@ -63,7 +63,7 @@ def upgrade(store: str) -> None:
     """Apply the schema migrations the store is missing."""
     applied = upgrade_schema(store)
     if applied:
-        click.echo(f"applied schema versions {', '.join(map(str, applied))}")
+        click.echo(f"schema upgraded to version {applied[-1]}")
     else:
         click.echo("schema is up to date")
 

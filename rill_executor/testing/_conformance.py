@@ -6,6 +6,7 @@ Every test body runs twice, through ``Ledger`` and through ``AsyncLedger`` (see
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -26,18 +27,23 @@ from hypothesis.stateful import run_state_machine_as_test
 from pydantic import BaseModel
 
 from .._errors import (
+    ChecksumMismatch,
     ConfigError,
     InvalidKey,
+    InvalidOutputName,
     InvalidPayload,
     JobFailed,
     JobInProgress,
     KeyConflict,
+    OutputExists,
     ResultNotSerializable,
     ResultTooLarge,
     StaleAttempt,
     TerminalError,
 )
+from .._housekeeping import ObjectState
 from .._keys import MAX_KEY_BYTES, fingerprint_of
+from .._memory_outputs import MemoryOutputStore
 from .._outcomes import Conflict, InProgress, Replay
 from .._records import AttemptOutcome, JobState, JobStatus
 from ._driver import DrivenLedger, LedgerDriver, is_claim
@@ -493,6 +499,124 @@ class StoreConformance:
                 suppress_health_check=list(HealthCheck),
             ),
         )
+
+    # -- outputs -----------------------------------------------------------------------------
+
+    @pytest.fixture
+    def outputs(self) -> MemoryOutputStore:
+        return MemoryOutputStore()
+
+    def test_outputs_commit_with_the_result(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        claim = ledger.claim("seg-1")
+        video = claim.outputs.put("segment-1.mp4", b"\x00video" * 1000)
+        meta = claim.outputs.put("segment-1.json", b'{"frames": 250}')
+        assert video.sha256 == hashlib.sha256(b"\x00video" * 1000).hexdigest()
+        assert video.size == 6000 and video.key.endswith(f"/{claim.attempt_id}/segment-1.mp4")
+        status = ledger.status("seg-1")
+        assert status is not None
+        running = status.attempts[-1]
+        assert [(o.name, o.committed) for o in running.outputs] == [
+            ("segment-1.mp4", False),
+            ("segment-1.json", False),
+        ]
+        claim.commit({"video": video.uri})
+        status = ledger.status("seg-1")
+        assert status is not None and status.outputs == (video, meta)
+        assert all(o.committed for o in status.attempts[-1].outputs)
+        audit = ledger.audit("seg-1")
+        assert [e.state for e in audit.entries] == [ObjectState.COMMITTED] * 2
+        assert audit.orphans == ()
+        ledger.verify(video)
+
+    def test_a_superseded_attempt_cannot_register_or_write(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        a = ledger.claim("k", lease=0.2)
+        time.sleep(0.3)
+        b = ledger.claim("k")
+        with pytest.raises(StaleAttempt):
+            a.outputs.put("late.mp4", b"zombie bytes")
+        assert list(outputs.list(f"{namespace}/")) == []
+        b.commit("B")
+        status = ledger.status("k")
+        assert status is not None and all(not x.outputs for x in status.attempts)
+
+    def test_outputs_of_ended_attempts_are_orphans_and_collected(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        a = ledger.claim("k", lease=0.3)
+        lost = a.outputs.put("out.mp4", b"from A")
+        time.sleep(0.4)
+        b = ledger.claim("k")
+        kept = b.outputs.put("out.mp4", b"from B")
+        failed = ledger.claim("other")
+        abandoned = failed.outputs.put("out.mp4", b"failed attempt")
+        failed.fail("boom", retryable=True)
+        stray = f"{namespace}/{ledger.ledger._core.job_id('k')}/nobody/stray.bin"
+        outputs.put(stray, b"written by no attempt")
+        in_flight = ledger.claim("running")
+        flying = in_flight.outputs.put("partial.mp4", b"still being written")
+        b.commit({"video": kept.uri})
+        audit = ledger.audit("k")
+        states = {e.key: (e.state, e.attempt_id) for e in audit.entries}
+        assert states == {
+            lost.key: (ObjectState.ORPHAN, a.attempt_id),
+            kept.key: (ObjectState.COMMITTED, b.attempt_id),
+            stray: (ObjectState.UNKNOWN, "nobody"),
+        }
+        young = ledger.collect_orphans(grace=3600)
+        assert young.deleted == () and len(young.kept_young) == 3
+        report = ledger.collect_orphans(grace=0)
+        assert {e.key for e in report.deleted} == {lost.key, stray, abandoned.key}
+        assert outputs.head(kept.key) is not None and outputs.head(flying.key) is not None
+        assert ledger.collect_orphans(grace=0).deleted == ()  # idempotent
+        assert [e.state for e in ledger.audit("k").entries if e.exists] == [ObjectState.COMMITTED]
+
+    def test_a_changed_object_fails_verification(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        claim = ledger.claim("k")
+        ref = claim.outputs.put("data.bin", b"0123456789")
+        claim.commit("ok")
+        outputs.put(ref.key, b"01234")  # truncated behind the ledger's back
+        with pytest.raises(ChecksumMismatch, match="truncated"):
+            ledger.verify(ref)
+
+    def test_publishing_is_write_once(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        claim = ledger.claim("video-A:1", result_version="h264-v2")
+        ref = claim.outputs.put("segment.mp4", b"the one")
+        claim.commit("ok")
+        (published,) = ledger.publish("video-A:1")
+        assert published.key == f"{namespace}/published/video-A:1/h264-v2/segment.mp4"
+        assert ledger.publish("video-A:1") == [published]  # again: same object, no error
+        outputs.put(published.key, b"someone else's")
+        with pytest.raises(OutputExists):
+            ledger.publish("video-A:1")
+        assert ref.sha256 == published.sha256
+        assert ledger.collect_orphans(grace=0).deleted == ()  # published copies are not orphans
+
+    BAD_OUTPUT_NAMES: tuple[Any, ...] = ("", "../escape", "a/b", ".hidden", "x" * 201, "tab\t", 7)
+
+    def test_bad_output_names_are_refused_and_register_nothing(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        claim = ledger.claim("k")
+        before = _stable(ledger.status("k"))
+        for name in self.BAD_OUTPUT_NAMES:
+            with pytest.raises(InvalidOutputName):
+                claim.outputs.put(name, b"x")
+        assert _stable(ledger.status("k")) == before
+        assert list(outputs.list("")) == []
 
     # -- many processes ----------------------------------------------------------------------
 

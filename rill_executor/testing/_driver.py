@@ -59,6 +59,18 @@ class BlockingClaim:
     def commit(self, result: Any) -> None:
         self._portal.call(self.claim.commit(result))
 
+    @property
+    def outputs(self) -> Any:
+        portal, outputs = self._portal, self.claim.outputs
+
+        class BlockingOutputs:
+            refs = outputs.refs
+
+            def put(self, name: str, data: Any) -> Any:
+                return portal.call(outputs.put(name, data))
+
+        return BlockingOutputs()
+
     def fail(self, error: BaseException | str, *, retryable: bool) -> None:
         self._portal.call(self.claim.fail(error, retryable=retryable))
 
@@ -138,6 +150,14 @@ class DrivenLedger:
             return self.ledger.status(key)
         assert isinstance(self.ledger, AsyncLedger)
         return self._portal.call(self.ledger.status(key))
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other ledger method (audit, collect_orphans, verify, publish…), blocking."""
+        method = getattr(self.ledger, name)
+        if self._portal is None:
+            return method
+        portal = self._portal
+        return lambda *args, **kwargs: portal.call(method(*args, **kwargs))
 
     def idempotent(self, **options: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
         """Decorate a plain function; in async mode it runs in a worker thread of the loop."""

@@ -41,7 +41,7 @@ def test_schema_upgrade_applies_once(postgres_url: str) -> None:
     try:
         url = base.set(database=name).render_as_string(hide_password=False)
         first = run("schema", "upgrade", "--store", url)
-        assert first.returncode == 0 and "applied schema versions 1" in first.stdout, first
+        assert first.returncode == 0 and "schema upgraded to version 2" in first.stdout, first
         again = run("schema", "upgrade", "--store", url)
         assert again.returncode == 0 and "up to date" in again.stdout
     finally:

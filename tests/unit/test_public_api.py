@@ -35,6 +35,7 @@ def test_public_names_are_pinned() -> None:
         "KeyConflict",
         "Ledger",
         "MAX_KEY_BYTES",
+        "MemoryOutputStore",
         "MemoryStore",
         "ObjectState",
         "OutcomeError",

@@ -162,6 +162,7 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
             ended_at=e["ended_at"],
             outcome=AttemptOutcome(e["outcome"]),
             error=None if e.get("error") is None else json.dumps(e["error"]),
+            outputs=json.dumps(e.get("outputs", [])),
         )
         for e in entries
     ]
