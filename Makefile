@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]'
+PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
 .PHONY: demo test check lint bench
 

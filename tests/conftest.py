@@ -1,7 +1,8 @@
 """Shared fixtures: the real database servers the suite needs.
 
-PostgreSQL and MariaDB are required, never skipped: a missing server fails the run with the
-command that starts it. Override the URLs with RILL_TEST_POSTGRES_URL / RILL_TEST_MARIADB_URL.
+PostgreSQL, MariaDB and Redis are required, never skipped: a missing server fails the run
+with the command that starts it. Override the URLs with RILL_TEST_POSTGRES_URL,
+RILL_TEST_MARIADB_URL and RILL_TEST_REDIS_URL.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import create_engine, text
 
 POSTGRES_URL = os.environ.get(
     "RILL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 MARIADB_URL = os.environ.get("RILL_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
+REDIS_URL = os.environ.get("RILL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 _START = {
     "postgresql": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
@@ -59,3 +62,20 @@ def mariadb_url() -> str:
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path: Path = tmp_path_factory.mktemp("sqlite") / "jobs.db"
     yield f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The standalone Redis; its durability warning is off (the test server keeps nothing on
+    disk on purpose; tests/adapters/redis/test_deployment.py tests the warning)."""
+    try:
+        with redis.Redis.from_url(REDIS_URL, socket_timeout=2) as client:
+            client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(
+            f"the Redis test server at {REDIS_URL} is not reachable ({exc}).\n"
+            "Start it with: redis-server --daemonize yes --save '' --appendonly no\n"
+            "or point the tests elsewhere with RILL_TEST_REDIS_URL",
+            pytrace=False,
+        )
+    return REDIS_URL + ("&" if "?" in REDIS_URL else "?") + "durability=ignore"

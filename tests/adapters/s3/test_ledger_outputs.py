@@ -1,10 +1,10 @@
 """Outputs through the ledger, on real job stores and the moto S3 server, crashes included.
 
-Each crash test runs a first attempt in a child process that writes an output and is
-killed (SIGKILL) or paused (SIGSTOP) midway; a second attempt takes the job over and
-commits. Whatever the window, the job ends with exactly one committed set of outputs, the
-first attempt's object is listed by the audit as an orphan and removed by collection, and
-no committed object is ever deleted.
+The job stores are SQLite, PostgreSQL, MariaDB and Redis. Each crash test runs a first
+attempt in a child process that writes an output and is killed (SIGKILL) or paused
+(SIGSTOP) midway; a second attempt takes the job over and commits. Whatever the window, the
+job ends with exactly one committed set of outputs, the first attempt's object is listed by
+the audit as an orphan and removed by collection, and no committed object is ever deleted.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[3]
 LEASE = 1.0
 
 
-@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
+@pytest.fixture(params=["sqlite", "postgres", "mariadb", "redis"])
 def store_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(f"{request.param}_url"))
 

@@ -1,0 +1,37 @@
+"""Redis key names of a job.
+
+A job lives in two keys that share the hash tag ``{<job_id>}``:
+
+- ``rill:{<job_id>}:job``       hash: the record
+- ``rill:{<job_id>}:attempts``  hash: the attempt history, ``<fence>:<part>`` -> value, and
+                                ``fence``, the last fence handed out; it outlives the
+                                record by one retention, so a key claimed again after its
+                                record expired continues its fences instead of reusing 1
+
+``job_id`` is the core's SHA-256 hex digest of (namespace, key), so the tag puts both
+in one Cluster slot and no business key can forge another job's name, change its slot or
+make a name long: user input is stored inside the record, never in a key name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rill_executor.store import StoreProtocolError
+
+__all__ = ["PREFIX", "job_keys"]
+
+PREFIX = "rill"
+_JOB_ID = re.compile(r"[0-9a-f]{64}")
+
+
+def job_keys(job_id: str) -> tuple[str, str]:
+    """The (record, history) key names of ``job_id``."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        # Only the ledger's digest is safe inside a hash tag; anything else is a bug upstream.
+        raise StoreProtocolError(
+            f"job id {job_id!r} is not a SHA-256 hex digest; job ids come from the ledger"
+            " (rill_executor's job_id(namespace, key)), never from user input"
+        )
+    tag = "{" + job_id + "}"
+    return f"{PREFIX}:{tag}:job", f"{PREFIX}:{tag}:attempts"

@@ -1,0 +1,143 @@
+"""Decoding script replies into the port's rows and answers.
+
+Each script replies with one JSON text (Lua's cjson): an array of strings where an absent
+hash field is ``false``. Anything else is a ``StoreProtocolError``: the keys were written
+by something other than our scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from rill_executor.store import (
+    AttemptOutcome,
+    AttemptRow,
+    JobRow,
+    JobState,
+    StoreAnswer,
+    StoreProtocolError,
+    StoreStatus,
+)
+
+__all__ = ["answer_from", "status_from"]
+
+_FIELDS = 17  # the FIELDS of common.lua, in that order
+
+
+def answer_from(job_id: str, reply: object) -> StoreAnswer:
+    """``[ok, now, field...]`` from claim, heartbeat and finish."""
+    try:
+        items = _array(_json(reply))
+        job = None if len(items) == 2 else _job(job_id, items[2:])
+        return StoreAnswer(ok=_int(items[0]) == 1, job=job, now=_int(items[1]))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(job_id, reply, exc) from exc
+
+
+def status_from(job_id: str, reply: object) -> StoreStatus | None:
+    """``[now]`` or ``[now, [field...], [attempt field, value, ...]]`` from status."""
+    try:
+        items = _array(_json(reply))
+        if len(items) == 1:
+            return None
+        return StoreStatus(
+            job=_job(job_id, _array(items[1])),
+            attempts=_attempts(_array(items[2])),
+            now=_int(items[0]),
+        )
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(job_id, reply, exc) from exc
+
+
+def _job(job_id: str, values: Sequence[object]) -> JobRow:
+    if len(values) != _FIELDS:
+        raise ValueError(f"expected {_FIELDS} job fields, got {len(values)}")
+    (ns, key, state, fence, owner, claimed_at, lease_until, fp, rv, result, error, retryable,
+     created_at, updated_at, finished_at, retain_until, outputs) = map(_text, values)  # fmt: skip
+    return JobRow(
+        job_id=job_id,
+        namespace=_required(ns),
+        key=_required(key),
+        state=JobState(_required(state)),
+        fence=int(_required(fence)),
+        owner_attempt=owner,
+        claimed_at=_opt_int(claimed_at),
+        lease_until=_opt_int(lease_until),
+        fingerprint=_required(fp),
+        result_version=rv,
+        result=result,
+        error=error,
+        retryable=None if retryable is None else retryable == "1",
+        created_at=int(_required(created_at)),
+        updated_at=int(_required(updated_at)),
+        finished_at=_opt_int(finished_at),
+        retain_until=_opt_int(retain_until),
+        outputs=outputs or "[]",
+    )
+
+
+def _attempts(flat: Sequence[object]) -> list[AttemptRow]:
+    """Attempt rows from the history hash: ``<fence>:<part>`` fields, and ``fence``."""
+    parts: dict[int, dict[str, str | None]] = {}
+    for name, value in zip(flat[::2], flat[1::2], strict=True):
+        fence, colon, part = _required(_text(name)).partition(":")
+        if colon:  # not the last-fence field
+            parts.setdefault(int(fence), {})[part] = _text(value)
+    return [
+        AttemptRow(
+            fence=fence,
+            attempt_id=_required(p.get("id")),
+            started_at=_int(p.get("start")),
+            ended_at=_opt_int(p.get("end")),
+            outcome=AttemptOutcome(_required(p.get("outcome"))),
+            error=p.get("error"),
+            outputs=p.get("outputs") or "[]",
+        )
+        for fence, p in sorted(parts.items())
+    ]
+
+
+def _json(reply: object) -> object:
+    if not isinstance(reply, (bytes, str)):  # str on a client with decode_responses=True
+        raise TypeError(f"expected JSON text, got {type(reply).__name__}")
+    return json.loads(reply)
+
+
+def _array(value: object) -> list[object]:
+    if value == {}:  # cjson writes an empty table (an empty history) as {}
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected an array, got {type(value).__name__}")
+    return value
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if value is False:  # an absent hash field
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"unexpected {type(value).__name__} in reply")
+
+
+def _required(value: str | None) -> str:
+    if value is None:
+        raise ValueError("a required field is absent")
+    return value
+
+
+def _int(value: object) -> int:
+    return int(_required(_text(value)))
+
+
+def _opt_int(value: str | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _malformed(job_id: str, reply: object, exc: Exception) -> StoreProtocolError:
+    return StoreProtocolError(
+        f"Redis returned a malformed record for job {job_id} ({exc}): {reply!r:.300}."
+        " Something other than rill-executor wrote to its keys"
+    )

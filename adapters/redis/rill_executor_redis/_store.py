@@ -1,0 +1,190 @@
+"""``RedisStore`` and ``AsyncRedisStore``: the store port over redis-py, standalone or Cluster.
+
+Every operation is one ``EVALSHA`` of its Lua script: one round trip, atomic on the server,
+judged on the server's clock. redis-py's registered scripts reload themselves after a
+``NOSCRIPT`` (a ``SCRIPT FLUSH``, a restart, a failover to a node that never saw them).
+The twins share the calls they send (``_scripts``) and the reply decoding (``_rows``);
+only the I/O differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio.cluster
+import redis.cluster
+from redis.commands.core import AsyncScript, Script
+
+from rill_executor.store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    StoreAnswer,
+    StoreStatus,
+)
+
+from ._client import AsyncClient, SyncClient, async_client, sync_client
+from ._deployment import Deployment, Durability, aprobe, enforce, probe
+from ._errors import wrap_errors
+from ._rows import answer_from, status_from
+from ._scripts import (
+    Op,
+    ScriptCall,
+    claim_call,
+    finish_call,
+    heartbeat_call,
+    register_output_call,
+    source,
+    status_call,
+)
+from ._url import parse_url
+
+__all__ = [
+    "AsyncRedisStore",
+    "RedisStore",
+    "open_async_redis_store",
+    "open_redis_store",
+]
+
+
+class RedisStore:
+    """The store port on a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client.
+
+    ``durability`` decides what happens when the deployment can lose acknowledged writes
+    (see ``Deployment``): ``warn`` (a ``DurabilityWarning``), ``require`` (raise
+    ``UnsafeDeployment``) or ``ignore`` (no check). The check costs a few round trips here,
+    once. A client passed in keeps its own retry policy; ``from_url`` builds one with the
+    adapter's (see ``_client``).
+    """
+
+    def __init__(
+        self,
+        client: SyncClient,
+        *,
+        durability: Durability | str = Durability.WARN,
+        where: str | None = None,
+    ) -> None:
+        self.client = client
+        self.where = where or _describe(client)
+        self._scripts: dict[Op, Script] = {op: client.register_script(source(op)) for op in Op}
+        policy = Durability(durability)
+        if policy is not Durability.IGNORE:
+            enforce(self.deployment(), policy, self.where)
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisStore:
+        parsed = parse_url(url)
+        client = sync_client(parsed)
+        try:
+            return cls(client, durability=parsed.durability, where=parsed.where)
+        except BaseException:  # the check at open failed: do not leak the connections
+            client.close()
+            raise
+
+    def deployment(self) -> Deployment:
+        """What each primary promises about acknowledged writes (AOF, fsync, eviction)."""
+        with wrap_errors("durability check", self.where):
+            return probe(self.client, self.where)
+
+    def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return answer_from(request.job_id, self._run(claim_call(request)))
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return answer_from(ref.job_id, self._run(heartbeat_call(ref, lease_us)))
+
+    def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return answer_from(ref.job_id, self._run(register_output_call(ref, output)))
+
+    def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return answer_from(ref.job_id, self._run(finish_call(ref, completion)))
+
+    def status(self, job_id: str) -> StoreStatus | None:
+        return status_from(job_id, self._run(status_call(job_id)))
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _run(self, call: ScriptCall) -> Any:
+        with wrap_errors(call.op.value, self.where, call.job_id):
+            return self._scripts[call.op](keys=call.keys, args=call.args)
+
+    def __repr__(self) -> str:
+        return f"<RedisStore {self.where}>"
+
+
+class AsyncRedisStore:
+    """The asyncio twin of ``RedisStore``, on ``redis.asyncio`` clients.
+
+    Its constructor does no I/O, so it checks nothing: ``open_async_redis_store`` checks
+    the deployment with a short-lived synchronous client when the store is opened by URL;
+    otherwise call ``await store.check_durability()``.
+    """
+
+    def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
+        self.client = client
+        self.where = where or _describe(client)
+        self._scripts: dict[Op, AsyncScript] = {op: client.register_script(source(op)) for op in Op}
+
+    @classmethod
+    def from_url(cls, url: str) -> AsyncRedisStore:
+        """The store for ``url``; no I/O and no durability check (see the class docs)."""
+        parsed = parse_url(url)
+        return cls(async_client(parsed), where=parsed.where)
+
+    async def deployment(self) -> Deployment:
+        with wrap_errors("durability check", self.where):
+            return await aprobe(self.client, self.where)
+
+    async def check_durability(self, durability: Durability | str = Durability.WARN) -> None:
+        """Warn about (or with ``require``, refuse) a deployment that can lose writes."""
+        policy = Durability(durability)
+        if policy is not Durability.IGNORE:
+            enforce(await self.deployment(), policy, self.where)
+
+    async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return answer_from(request.job_id, await self._run(claim_call(request)))
+
+    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return answer_from(ref.job_id, await self._run(heartbeat_call(ref, lease_us)))
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return answer_from(ref.job_id, await self._run(register_output_call(ref, output)))
+
+    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return answer_from(ref.job_id, await self._run(finish_call(ref, completion)))
+
+    async def status(self, job_id: str) -> StoreStatus | None:
+        return status_from(job_id, await self._run(status_call(job_id)))
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def _run(self, call: ScriptCall) -> Any:
+        with wrap_errors(call.op.value, self.where, call.job_id):
+            return await self._scripts[call.op](keys=call.keys, args=call.args)
+
+    def __repr__(self) -> str:
+        return f"<AsyncRedisStore {self.where}>"
+
+
+def open_redis_store(url: str) -> RedisStore:
+    """Entry point of ``redis://``, ``rediss://`` and ``redis+cluster://`` (sync)."""
+    return RedisStore.from_url(url)
+
+
+def open_async_redis_store(url: str) -> AsyncRedisStore:
+    """Entry point for asyncio; checks durability once, synchronously, unless ignored."""
+    parsed = parse_url(url)
+    if parsed.durability is not Durability.IGNORE:
+        RedisStore.from_url(url).close()  # the sync store runs the check and warns
+    return AsyncRedisStore.from_url(url)
+
+
+def _describe(client: SyncClient | AsyncClient) -> str:
+    """host:port of a client passed in, for messages (never its credentials)."""
+    if isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)):
+        return "Redis Cluster"
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return str(kwargs["path"])
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"

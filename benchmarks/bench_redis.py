@@ -1,0 +1,229 @@
+"""Redis store benchmark: rill-executor against Powertools' idempotency and a PING floor.
+
+    .venv/bin/python benchmarks/bench_redis.py [--url redis://127.0.0.1:6379/0]
+        [--calls 3000] [--concurrency 64] [--async-calls 20000] [--rounds 5]
+
+Needs aws-lambda-powertools, a benchmark-only dependency (pip install aws-lambda-powertools).
+
+Latency: every iteration times one call of each arm, in rotating order, on one Redis: a
+PING (the floor: one round trip through redis-py), rill-executor's decorator (claim +
+commit with attempt history and fencing; replay in one script), the same with the
+automatic heartbeat thread the decorator starts by default, and Powertools'
+``idempotent_function`` on ``CachePersistenceLayer`` (SET NX + SET; replay SET NX + GET).
+Interleaving makes machine noise hit every arm alike, so the ratios mean more than the
+absolute figures. Throughput: 64 concurrent asyncio calls of the ``AsyncLedger`` decorator
+against 64 concurrent asyncio PINGs, in alternating rounds.
+
+Prints p50/p99 and ratios. It asserts nothing: figures belong in a report, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.utils
+
+from rill_executor import AsyncLedger, Ledger
+from rill_executor_redis import AsyncRedisStore, RedisStore
+
+Arm = Callable[[int], object]
+
+
+class FakeLambdaContext:
+    """What a Lambda would give Powertools: the time left sets its in-progress expiry."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+def _store_url(url: str) -> str:
+    return url + ("&" if "?" in url else "?") + "durability=ignore"  # reported below instead
+
+
+def rill_arms(url: str) -> tuple[Arm, Arm, RedisStore]:
+    store = RedisStore.from_url(_store_url(url))
+    ledger = Ledger(store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30, retention=3600)
+
+    def handler(order: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": order["id"], "amount": order["amount"]}
+
+    plain = ledger.idempotent(key=lambda order: order["id"], heartbeat=False)(handler)
+    beating = ledger.idempotent(key=lambda order: f"hb-{order['id']}")(handler)
+    return (
+        lambda i: plain({"id": f"o{i}", "amount": i}),
+        lambda i: beating({"id": f"o{i}", "amount": i}),
+        store,
+    )
+
+
+def powertools_arm(url: str) -> Arm:
+    from aws_lambda_powertools.utilities.idempotency import (
+        IdempotencyConfig,
+        idempotent_function,
+    )
+    from aws_lambda_powertools.utilities.idempotency.persistence.cache import (
+        CachePersistenceLayer,
+    )
+
+    client = redis.Redis.from_url(url, decode_responses=True)  # as Powertools documents
+    config = IdempotencyConfig(expires_after_seconds=3600)
+    config.register_lambda_context(FakeLambdaContext())  # type: ignore[arg-type]
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+
+    @idempotent_function(  # type: ignore[untyped-decorator]
+        data_keyword_argument="order",
+        persistence_store=CachePersistenceLayer(client=client),  # type: ignore[arg-type]
+        config=config,
+        key_prefix=prefix,
+    )
+    def handler(order: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": order["id"], "amount": order["amount"]}
+
+    return lambda i: handler(order={"id": f"o{i}", "amount": i})
+
+
+def interleaved(arms: dict[str, Arm], indexes: list[int]) -> dict[str, list[float]]:
+    """Microseconds per call of each arm, the arms' order rotating every iteration."""
+    names = list(arms)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for n, i in enumerate(indexes):
+        for name in names[n % len(names) :] + names[: n % len(names)]:
+            start = time.perf_counter_ns()
+            arms[name](i)
+            samples[name].append((time.perf_counter_ns() - start) / 1000)
+    return samples
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(title: str, samples: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    print(f"\n{title}  (µs, {len(next(iter(samples.values())))} calls per arm, interleaved)")
+    print(f"  {'arm':<34}{'p50':>10}{'p99':>10}")
+    figures = {}
+    for name, values in samples.items():
+        figures[name] = (percentile(values, 0.50), percentile(values, 0.99))
+        print(f"  {name:<34}{figures[name][0]:>10.1f}{figures[name][1]:>10.1f}")
+    return figures
+
+
+def ratio_line(what: str, a: tuple[float, float], b: tuple[float, float], target: float) -> None:
+    p50, p99 = a[0] / b[0], a[1] / b[1]
+    verdict = "meets" if p50 <= target else "MISSES"
+    print(f"  {what:<44} p50 {p50:5.2f}x  p99 {p99:5.2f}x   (target <= {target}x: {verdict})")
+
+
+async def throughput(
+    calls: int, concurrency: int, call: Callable[[int], Awaitable[object]]
+) -> float:
+    """Calls per second of ``calls`` calls spread over ``concurrency`` tasks."""
+    counter = iter(range(calls))
+
+    async def worker() -> None:
+        for i in counter:
+            await call(i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return calls / (time.perf_counter() - start)
+
+
+async def async_rounds(url: str, calls: int, concurrency: int, rounds: int) -> None:
+    ping_client = redis.asyncio.Redis.from_url(url)
+    store = AsyncRedisStore.from_url(_store_url(url))
+    ledger = AsyncLedger(store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30)
+
+    @ledger.idempotent(key=lambda order: order["id"], heartbeat=False)
+    async def handler(order: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": order["id"]}
+
+    async def ping(i: int) -> object:
+        return await ping_client.ping()
+
+    def fresh(prefix: str) -> Callable[[int], Awaitable[object]]:
+        return lambda i: handler({"id": f"{prefix}{i}"})
+
+    await throughput(2000, concurrency, ping)  # warm up: connections, scripts
+    await throughput(2000, concurrency, fresh("warm"))
+    results: dict[str, list[float]] = {"PING": [], "rill fresh": [], "rill replay": []}
+    for r in range(rounds):
+        results["PING"].append(await throughput(calls, concurrency, ping))
+        results["rill fresh"].append(await throughput(calls, concurrency, fresh(f"r{r}-")))
+        results["rill replay"].append(await throughput(calls, concurrency, fresh(f"r{r}-")))
+    print(
+        f"\nasyncio throughput, {concurrency} concurrent calls, {calls} calls per round,"
+        f" median of {rounds} alternating rounds"
+    )
+    floor = statistics.median(results["PING"])
+    for name, values in results.items():
+        value = statistics.median(values)
+        print(f"  {name:<34}{value:>10.0f} calls/s   {value / floor:5.2f}x PING")
+    await store.close()
+    await ping_client.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--async-calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore", DeprecationWarning)  # Powertools' own, on import
+
+    ping_client = redis.Redis.from_url(args.url)
+    rill_fresh, rill_heartbeat, store = rill_arms(args.url)
+    powertools = powertools_arm(args.url)
+    info = ping_client.info("server")
+    parser_kind = "hiredis" if redis.utils.HIREDIS_AVAILABLE else "pure-Python"
+    print(
+        f"Redis {info['redis_version']} at {args.url}; redis-py {redis.__version__}"
+        f" ({parser_kind} parser)"
+    )
+    print("deployment:", "; ".join(store.deployment().risks) or "no durability risks")
+
+    arms: dict[str, Arm] = {
+        "PING": lambda i: ping_client.ping(),
+        "rill-executor": rill_fresh,
+        "rill-executor + heartbeat thread": rill_heartbeat,
+        "Powertools CachePersistenceLayer": powertools,
+    }
+    interleaved(arms, list(range(-500, 0)))  # warm-up: connections, scripts, imports
+    fresh = report("fresh call", interleaved(arms, list(range(args.calls))))
+    replay = report("replay of a completed key", interleaved(arms, list(range(args.calls))))
+
+    print("\nratios")
+    ratio_line(
+        "fresh: rill / Powertools",
+        fresh["rill-executor"],
+        fresh["Powertools CachePersistenceLayer"],
+        0.9,
+    )
+    ratio_line("fresh: rill / PING", fresh["rill-executor"], fresh["PING"], 2.5)
+    ratio_line(
+        "replay: rill / Powertools",
+        replay["rill-executor"],
+        replay["Powertools CachePersistenceLayer"],
+        0.5,
+    )
+    ratio_line("replay: rill / PING", replay["rill-executor"], replay["PING"], 1.3)
+
+    asyncio.run(async_rounds(args.url, args.async_calls, args.concurrency, args.rounds))
+    store.close()
+    ping_client.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The durability check: what the deployment promises, and the warning when it can lose
+acknowledged writes (a lost claim or commit means a duplicate runs the work again)."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rill_executor import ConfigError, Ledger, open_async_store, open_store
+from rill_executor_redis import (
+    AsyncRedisStore,
+    DurabilityWarning,
+    NodeDurability,
+    RedisStore,
+    UnsafeDeployment,
+)
+
+from .conftest import RedisServer, with_query
+
+
+@pytest.fixture
+def volatile_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A server like the machine's: no AOF."""
+    server = RedisServer(tmp_path, "--appendonly", "no")
+    yield server
+    server.stop()
+
+
+def test_a_durable_server_opens_silently_and_reports_itself(private_redis: RedisServer) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store = open_store(private_redis.url)
+    assert isinstance(store, RedisStore)
+    deployment = store.deployment()
+    assert deployment.nodes == (
+        NodeDurability(f"127.0.0.1:{private_redis.port}", True, "always", "noeviction"),
+    )
+    assert deployment.safe and deployment.risks == []
+    store.close()
+
+
+def test_without_aof_opening_warns(volatile_redis: RedisServer) -> None:
+    with pytest.warns(DurabilityWarning, match="appendonly is no") as record:
+        open_store(volatile_redis.url).close()
+    assert "duplicate runs the work again" in str(record[0].message)
+    with pytest.warns(DurabilityWarning, match="appendonly is no"):
+        store = open_async_store(volatile_redis.url)
+    asyncio.run(store.close())
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "risk"),
+    [
+        ("maxmemory-policy", "allkeys-lru", "maxmemory-policy is allkeys-lru"),
+        ("maxmemory-policy", "volatile-ttl", "maxmemory-policy is volatile-ttl"),
+        ("appendfsync", "no", "appendfsync is no"),
+    ],
+)
+def test_evicting_or_unsynced_servers_warn(
+    private_redis: RedisServer, setting: str, value: str, risk: str
+) -> None:
+    with private_redis.client() as admin:
+        admin.config_set(setting, value)
+    with pytest.warns(DurabilityWarning, match=risk):
+        open_store(private_redis.url).close()
+
+
+def test_require_refuses_and_ignore_skips(volatile_redis: RedisServer) -> None:
+    with pytest.raises(UnsafeDeployment, match="appendonly is no") as err:
+        open_store(with_query(volatile_redis.url, "durability=require"))
+    assert isinstance(err.value, ConfigError)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        open_store(with_query(volatile_redis.url, "durability=ignore")).close()
+    with pytest.raises(ConfigError, match="durability='maybe'"):
+        open_store(with_query(volatile_redis.url, "durability=maybe"))
+
+
+def test_async_store_checks_on_request(volatile_redis: RedisServer) -> None:
+    async def check() -> None:
+        store = AsyncRedisStore.from_url(volatile_redis.url)  # no I/O, no check
+        deployment = await store.deployment()
+        assert [node.appendonly for node in deployment.nodes] == [False]
+        with pytest.warns(DurabilityWarning):
+            await store.check_durability()
+        with pytest.raises(UnsafeDeployment):
+            await store.check_durability("require")
+        await store.close()
+
+    asyncio.run(check())
+
+
+def test_config_disabled_falls_back_to_info(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path, "--appendonly", "yes", "--rename-command", "CONFIG", "")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            store = open_store(server.url)
+        assert store.deployment().nodes == (  # type: ignore[attr-defined]
+            NodeDurability(f"127.0.0.1:{server.port}", True, None, "noeviction"),
+        )
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_the_cluster_reports_every_master(cluster_url: str) -> None:
+    store = RedisStore.from_url(cluster_url)
+    nodes = store.deployment().nodes
+    assert len(nodes) == 3 and all(node.appendonly is False for node in nodes)
+    with pytest.warns(DurabilityWarning, match="(appendonly is no.*){3}"):
+        open_store(cluster_url.replace("durability=ignore", "durability=warn")).close()
+    store.close()
+
+    async def check() -> None:
+        async_store = AsyncRedisStore.from_url(cluster_url)
+        assert len((await async_store.deployment()).nodes) == 3
+        await async_store.close()
+
+    asyncio.run(check())
+
+
+def test_without_aof_a_restart_forgets_a_claim_and_the_work_runs_twice(
+    volatile_redis: RedisServer,
+) -> None:
+    """Why the warning exists: the hazard, shown on the kind of server it warns about."""
+    with pytest.warns(DurabilityWarning):
+        ledger = Ledger(volatile_redis.url, namespace="hazard", lease=30)
+    first = ledger.claim("charge-card-42")
+    volatile_redis.restart()  # SIGKILL: nothing was on disk
+    second = ledger.claim("charge-card-42")
+    assert type(first).__name__ == type(second).__name__ == "Claim"  # two owners of one job
+    ledger.close()
