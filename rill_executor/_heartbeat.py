@@ -1,6 +1,6 @@
-"""Automatic heartbeats for long handlers, in a thread or an asyncio task.
+"""Automatic heartbeats for long handlers: one scheduler thread per ledger, or a task.
 
-Renews the claim every ``interval`` seconds. A ``StaleAttempt`` ends the renewals and marks
+Renews each claim every ``interval`` seconds. A ``StaleAttempt`` ends the renewals and marks
 the claim ``lost`` (the handler sees it through ``claim.lost`` / ``claim.ensure_owned()``);
 a store outage is retried at the next tick, since the lease may still be live.
 """
@@ -9,46 +9,89 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 from ._claim import AsyncClaim, Claim
 from ._errors import StaleAttempt, StoreError
 
-__all__ = ["AsyncHeartbeat", "Heartbeat"]
+__all__ = ["AsyncHeartbeat", "Heartbeats"]
 
 log = logging.getLogger("rill_executor")
 
 
-class Heartbeat:
+class _Watch:
+    """One claim the scheduler renews; ``stop`` waits out a renewal in flight."""
+
     def __init__(self, claim: Claim, interval: float) -> None:
-        self._claim = claim
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"rill-heartbeat-{claim.attempt_id}", daemon=True
-        )
+        self.claim = claim
+        self.interval = interval
+        self.stopped = False
+        self.busy = threading.Lock()
 
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
+    def stop(self) -> None:
+        with self.busy:
+            self.stopped = True
 
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join()
+
+class Heartbeats:
+    """One thread per ledger that renews the leases of all its running handlers.
+
+    Handlers register a claim with ``watch`` (a context manager); no thread is started per
+    call. Renewals run one after another, each well inside its claim's lease.
+    """
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._due: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    @contextmanager
+    def watch(self, claim: Claim, interval: float) -> Iterator[None]:
+        watch = _Watch(claim, interval)
+        self._schedule(watch)
+        try:
+            yield
+        finally:
+            watch.stop()
+
+    def _schedule(self, watch: _Watch) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (time.monotonic() + watch.interval, next(self._order), watch))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="rill-heartbeats", daemon=True
+                )
+                self._thread.start()
+            self._wake.notify()
+
+    def _next(self) -> _Watch:
+        with self._wake:
+            while not self._due or self._due[0][0] > time.monotonic():
+                self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+            return heapq.heappop(self._due)[2]
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self._claim.heartbeat()
-            except StaleAttempt as exc:
-                log.warning("heartbeat stopped: %s", exc)
-                return
-            except StoreError as exc:
-                log.warning("heartbeat failed, retrying next tick: %s", exc)
+        while True:
+            watch = self._next()
+            with watch.busy:
+                if watch.stopped:
+                    continue
+                try:
+                    watch.claim.heartbeat()
+                except StaleAttempt as exc:
+                    log.warning("heartbeat stopped: %s", exc)
+                    continue
+                except StoreError as exc:
+                    log.warning("heartbeat failed, retrying next tick: %s", exc)
+            self._schedule(watch)
 
 
 class AsyncHeartbeat:

@@ -24,7 +24,7 @@ from ._claim import AsyncClaim, Claim
 from ._codec import adapter_for
 from ._core import Seconds, to_us
 from ._errors import RillExecutorError, TerminalError, UsageError
-from ._heartbeat import AsyncHeartbeat, Heartbeat
+from ._heartbeat import AsyncHeartbeat, Heartbeats
 from ._keys import fingerprint_of
 from ._outcomes import Conflict, InProgress, Replay
 
@@ -166,7 +166,7 @@ def run_sync(
     while True:
         outcome = ledger.claim(key, fingerprint=fingerprint, result_version=version)
         if isinstance(outcome, Claim):
-            return _run_claimed_sync(spec, outcome, args, kwargs)
+            return _run_claimed_sync(ledger.heartbeats, spec, outcome, args, kwargs)
         if not isinstance(outcome, InProgress):
             return _answer(spec, outcome)
         delay = waiter.next_delay(outcome)
@@ -176,11 +176,15 @@ def run_sync(
 
 
 def _run_claimed_sync(
-    spec: IdempotentSpec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]
+    heartbeats: Heartbeats,
+    spec: IdempotentSpec,
+    claim: Claim,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> Any:
     token = _current.set(claim)
     beat: AbstractContextManager[object] = (
-        Heartbeat(claim, spec.heartbeat) if spec.heartbeat else nullcontext()
+        heartbeats.watch(claim, spec.heartbeat) if spec.heartbeat else nullcontext()
     )
     try:
         with beat:

@@ -17,6 +17,7 @@ from ._claim import AsyncClaim, Claim
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
 from ._errors import ConfigError, UsageError
+from ._heartbeat import Heartbeats
 from ._housekeeping import (
     AuditEntry,
     CollectReport,
@@ -160,6 +161,7 @@ class Ledger(_LedgerBase):
         )
         self.store: Store = open_store(store) if isinstance(store, str) else store
         self._threaded: AsyncLedger | None = None
+        self.heartbeats = Heartbeats()  # renews the leases of running handlers
 
     def claim(
         self,

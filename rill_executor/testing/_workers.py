@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._errors import JobInProgress, RillExecutorError, StaleAttempt
+from .._errors import JobInProgress, StaleAttempt
 from .._idempotent import current_async_claim, current_claim
 from .._ledger import AsyncLedger, Ledger
 
@@ -37,7 +37,7 @@ def _tally(
     except JobInProgress:
         report["in_progress"] += 1
         return
-    except RillExecutorError as exc:
+    except Exception as exc:  # anything else is a finding: report it, keep the thread alive
         errors.append(f"{type(exc).__name__}: {exc}")
         return
     if not isinstance(value, dict) or value.get("key") != key:
