@@ -61,6 +61,8 @@ class _OutputsBase:
         return ref
 
     def committed(self) -> str:
+        if not self.refs:
+            return "[]"
         return json.dumps([ref.model_dump() for ref in self.refs], separators=(",", ":"))
 
 

@@ -16,7 +16,10 @@ __all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "STATUS_COLUMNS", "named"]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name != "attempts")
-_COLUMNS = ", ".join(f"j.{name}" for name in JOB_COLUMNS)
+# JSON columns come back as text: the ledger passes them on as JSON text anyway.
+_COLUMNS = ", ".join(
+    f"j.{name}::text AS {name}" if name == "outputs" else f"j.{name}" for name in JOB_COLUMNS
+)
 # What each statement answers, in order: rows arrive as tuples, named without a round of
 # per-row column metadata.
 ANSWER_COLUMNS = ("ok", "now", *JOB_COLUMNS)

@@ -123,5 +123,6 @@ SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
 WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 
 -- name: status
-SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns}, j.attempts
+SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns},
+    j.attempts::text AS attempts
 FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
