@@ -51,6 +51,12 @@ ClaimOutcome = Claim | Replay | InProgress | Conflict
 AsyncClaimOutcome = AsyncClaim | Replay | InProgress | Conflict
 
 
+def _committed(key: str, status: JobStatus | None) -> JobStatus:
+    if status is None or status.state is not JobState.SUCCEEDED:
+        raise UsageError(f"{key!r} has no committed result to publish")
+    return status
+
+
 class _LedgerBase:
     def __init__(
         self,
@@ -217,9 +223,7 @@ class Ledger(_LedgerBase):
 
     def publish(self, key: str) -> list[OutputRef]:
         """Copy the committed outputs of ``key`` to their canonical keys (write-once)."""
-        outputs, status = self._output_store(), self.status(key)
-        if status is None or status.state is not JobState.SUCCEEDED:
-            raise UsageError(f"{key!r} has no committed result to publish")
+        outputs, status = self._output_store(), _committed(key, self.status(key))
         return [publish_ref(outputs, status, ref) for ref in status.outputs]
 
     def idempotent(
@@ -358,9 +362,7 @@ class AsyncLedger(_LedgerBase):
         await asyncio.to_thread(verify_ref, self._output_store(), ref)
 
     async def publish(self, key: str) -> list[OutputRef]:
-        outputs, status = self._output_store(), await self.status(key)
-        if status is None or status.state is not JobState.SUCCEEDED:
-            raise UsageError(f"{key!r} has no committed result to publish")
+        outputs, status = self._output_store(), _committed(key, await self.status(key))
         return [
             await asyncio.to_thread(publish_ref, outputs, status, ref) for ref in status.outputs
         ]

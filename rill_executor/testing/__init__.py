@@ -15,6 +15,6 @@ and time-machine (``pip install 'rill-executor[testing]'``).
 """
 
 from ._conformance import StoreConformance
-from ._driver import LedgerDriver, is_claim
+from ._driver import LedgerDriver, Portal, is_claim
 
-__all__ = ["LedgerDriver", "StoreConformance", "is_claim"]
+__all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]

@@ -10,7 +10,7 @@ on the database's clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from functools import cache
 from typing import Any, NamedTuple, TypeAlias
 
@@ -233,21 +233,23 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     return StoreAnswer(ok=True, job=new, now=now)
 
 
-def _client_heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
+def _client_write(
+    dialect: SqlDialect,
+    ref: AttemptRef,
+    change: Callable[[JobRow, int], JobRow],
+    statement: Executable,
+    written: tuple[str, ...],
+) -> Flow:
+    """A fenced write of a few columns: the owner's live lease, or nothing."""
     job, _, now = yield from _locked(dialect, ref.job_id)
     if job is None or check_write(job, ref, now) is not None:
         return StoreAnswer(ok=False, job=job, now=now)
-    new = heartbeat_row(job, lease_us, now)
-    yield _extend_lease, {"b_job_id": ref.job_id, "lease_until": new.lease_until, "updated_at": now}
-    return StoreAnswer(ok=True, job=new, now=now)
-
-
-def _client_register(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
-    job, _, now = yield from _locked(dialect, ref.job_id)
-    if job is None or check_write(job, ref, now) is not None:
-        return StoreAnswer(ok=False, job=job, now=now)
-    new = registered_row(job, output, now)
-    yield _register, {"b_job_id": ref.job_id, "outputs": new.outputs, "updated_at": now}
+    new = change(job, now)
+    columns = _columns(new, "")
+    yield (
+        statement,
+        {"b_job_id": ref.job_id, **{name: columns[name] for name in written}},
+    )
     return StoreAnswer(ok=True, job=new, now=now)
 
 
@@ -313,13 +315,25 @@ def claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
 def heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
     if dialect.server_side:
         return _server_write("heartbeat", ref, {"lease_us": lease_us})
-    return _client_heartbeat(dialect, ref, lease_us)
+    return _client_write(
+        dialect,
+        ref,
+        lambda job, now: heartbeat_row(job, lease_us, now),
+        _extend_lease,
+        ("lease_until", "updated_at"),
+    )
 
 
 def register_output(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
     if dialect.server_side:
         return _server_write("register_output", ref, {"output": output})
-    return _client_register(dialect, ref, output)
+    return _client_write(
+        dialect,
+        ref,
+        lambda job, now: registered_row(job, output, now),
+        _register,
+        ("outputs", "updated_at"),
+    )
 
 
 def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:

@@ -12,24 +12,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 import redis
 import redis.cluster
 
 from rill_executor.store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
+from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore
 
 T = TypeVar("T")
@@ -209,23 +208,6 @@ def cluster_admin(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCl
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=redis_cluster.nodes[0].port)
     yield client
     client.close()
-
-
-class Portal:
-    """An event loop in a thread, and a blocking ``call`` into it."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.close()
 
 
 class BlockingStore:
