@@ -1,10 +1,11 @@
-# Two commands: `make demo` (no server needed) and `make test` (the whole suite).
+# Two commands: `make demo` (no server needed) and `make test` (the whole suite);
+# `make bench` runs the benchmarks (PostgreSQL and Redis on their usual local ports).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PACKAGES := -e '.[cli,testing]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test check lint bench
+.PHONY: demo test lint bench
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -24,4 +25,6 @@ test: lint
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-bench.txt
 	$(BIN)/python benchmarks/bench_sql.py
+	$(BIN)/python benchmarks/bench_redis.py
