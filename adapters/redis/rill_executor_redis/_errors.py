@@ -31,7 +31,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from rill_executor.store import StoreError, StoreProtocolError, StoreUnavailable
 
-__all__ = ["translate", "wrap_errors"]
+__all__ = ["REDIS_ERRORS", "translate", "wrap_errors"]
+
+REDIS_ERRORS = (RedisError, RedisClusterException, OSError)
+"""What a redis-py call raises when Redis, the network or the cluster fails it."""
 
 _UNKNOWN_OUTCOME = (
     "it may or may not have been applied. Retrying later is safe: a repeated claim finds the"
@@ -45,7 +48,7 @@ def wrap_errors(operation: str, where: str, job_id: str = "") -> Iterator[None]:
     """Run a Redis call; re-raise its failure as a ``StoreError`` (``raise … from exc``)."""
     try:
         yield
-    except (RedisError, RedisClusterException, OSError) as exc:
+    except REDIS_ERRORS as exc:
         raise translate(exc, operation, where, job_id) from exc
 
 

@@ -1,14 +1,16 @@
 """Decoding script replies into the port's rows and answers.
 
 Each script replies with one JSON text (Lua's cjson): an array of strings where an absent
-hash field is ``false``. Anything else is a ``StoreProtocolError``: the keys were written
-by something other than our scripts.
+hash field is ``false``, the job's fields in the order of ``FIELDS`` in common.lua.
+Anything else is a ``StoreProtocolError``: the keys were written by something other than
+our scripts.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from rill_executor.store import (
     AttemptOutcome,
@@ -29,8 +31,8 @@ def answer_from(job_id: str, reply: object) -> StoreAnswer:
     """``[ok, now, field...]`` from claim, heartbeat and finish."""
     try:
         items = _array(_json(reply))
-        job = None if len(items) == 2 else _job(job_id, items[2:])
-        return StoreAnswer(ok=_int(items[0]) == 1, job=job, now=_int(items[1]))
+        job = _job(job_id, items[2:]) if len(items) > 2 else None
+        return StoreAnswer(ok=items[0] == 1, job=job, now=_int(items[1]))
     except (ValueError, IndexError, TypeError) as exc:
         raise _malformed(job_id, reply, exc) from exc
 
@@ -50,27 +52,36 @@ def status_from(job_id: str, reply: object) -> StoreStatus | None:
         raise _malformed(job_id, reply, exc) from exc
 
 
-def _job(job_id: str, values: Sequence[object]) -> JobRow:
+def _job(job_id: str, values: list[Any]) -> JobRow:
+    """The row from the job's FIELDS as the scripts reply them: strings, false if absent.
+
+    The hot path of every reply: one pass turns false into None, then each field is
+    converted once, in place; a missing required field fails in ``int``, ``JobState``
+    or the explicit check.
+    """
     if len(values) != _FIELDS:
         raise ValueError(f"expected {_FIELDS} job fields, got {len(values)}")
+    fields: list[Any] = [None if value is False else value for value in values]
     (ns, key, state, fence, owner, claimed_at, lease_until, fp, rv, result, error, retryable,
-     created_at, updated_at, finished_at, retain_until, outputs) = map(_text, values)  # fmt: skip
+     created_at, updated_at, finished_at, retain_until, outputs) = fields  # fmt: skip
+    if ns is None or key is None or fp is None:
+        raise ValueError("a required field is absent")
     return JobRow(
         job_id=job_id,
-        namespace=_required(ns),
-        key=_required(key),
-        state=JobState(_required(state)),
-        fence=int(_required(fence)),
+        namespace=ns,
+        key=key,
+        state=JobState(state),
+        fence=int(fence),
         owner_attempt=owner,
         claimed_at=_opt_int(claimed_at),
         lease_until=_opt_int(lease_until),
-        fingerprint=_required(fp),
+        fingerprint=fp,
         result_version=rv,
         result=result,
         error=error,
         retryable=None if retryable is None else retryable == "1",
-        created_at=int(_required(created_at)),
-        updated_at=int(_required(updated_at)),
+        created_at=int(created_at),
+        updated_at=int(updated_at),
         finished_at=_opt_int(finished_at),
         retain_until=_opt_int(retain_until),
         outputs=outputs or "[]",
@@ -98,13 +109,15 @@ def _attempts(flat: Sequence[object]) -> list[AttemptRow]:
     ]
 
 
-def _json(reply: object) -> object:
-    if not isinstance(reply, (bytes, str)):  # str on a client with decode_responses=True
+def _json(reply: object) -> Any:
+    if isinstance(reply, bytes):  # decoded first: json.loads sniffs the encoding of bytes
+        reply = reply.decode("utf-8")
+    if not isinstance(reply, str):  # str on a client with decode_responses=True
         raise TypeError(f"expected JSON text, got {type(reply).__name__}")
     return json.loads(reply)
 
 
-def _array(value: object) -> list[object]:
+def _array(value: object) -> list[Any]:
     if value == {}:  # cjson writes an empty table (an empty history) as {}
         return []
     if not isinstance(value, list):

@@ -1,12 +1,14 @@
-"""The Lua scripts, one per store operation, and the keys and arguments each call sends.
+"""The Lua scripts, one per store operation, and the arguments each call sends.
 
 The ``.lua`` files in ``lua/`` are the source of truth; ``common.lua`` is prepended to each.
-Sync and asyncio stores register the same sources and send the same ``ScriptCall``.
+Sync and asyncio stores send the same ``EVALSHA``: the script's SHA-1, the job's two keys
+(``_keys``), and one argument that packs all the others (``pack``).
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -20,18 +22,19 @@ from rill_executor.store import (
     StoreProtocolError,
 )
 
-from ._keys import job_keys
-
 __all__ = [
     "Op",
-    "ScriptCall",
-    "claim_call",
-    "finish_call",
-    "heartbeat_call",
-    "register_output_call",
+    "Script",
+    "claim_args",
+    "finish_args",
+    "heartbeat_args",
+    "pack",
+    "register_output_args",
+    "script",
     "source",
-    "status_call",
 ]
+
+SEPARATOR = b"\xff"  # never part of UTF-8 text: the packed values need no escaping
 
 
 class Op(enum.StrEnum):
@@ -40,6 +43,15 @@ class Op(enum.StrEnum):
     REGISTER_OUTPUT = "register_output"
     FINISH = "finish"
     STATUS = "status"
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One operation's script: its text, and the SHA-1 that ``EVALSHA`` calls it by."""
+
+    op: Op
+    source: str
+    sha: str
 
 
 @cache
@@ -53,43 +65,42 @@ def source(op: Op) -> str:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ScriptCall:
-    op: Op
-    job_id: str
-    keys: tuple[str, str]
-    args: tuple[str | int, ...]
+@cache
+def script(op: Op) -> Script:
+    text = source(op)
+    sha = hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
+    return Script(op, text, sha)
 
 
-def claim_call(request: ClaimRequest) -> ScriptCall:
-    return ScriptCall(
-        Op.CLAIM,
-        request.job_id,
-        job_keys(request.job_id),
-        (
-            request.namespace,
-            request.key,
-            request.fingerprint,
-            request.result_version or "",  # the core never passes an empty version
-            request.attempt_id,
-            request.lease_us,
-        ),
+def pack(*values: str) -> bytes:
+    """The script's arguments as its one ``ARGV``: UTF-8, joined by ``SEPARATOR``.
+
+    One argument instead of up to nine: redis-py encodes and frames each argument of a
+    command in Python, and that costs more than the split in Lua (``args`` in common.lua).
+    """
+    return SEPARATOR.join([value.encode("utf-8") for value in values])
+
+
+def claim_args(request: ClaimRequest) -> bytes:
+    return pack(
+        request.namespace,
+        request.key,
+        request.fingerprint,
+        request.result_version or "",  # the core never passes an empty version
+        request.attempt_id,
+        str(request.lease_us),
     )
 
 
-def heartbeat_call(ref: AttemptRef, lease_us: int) -> ScriptCall:
-    return ScriptCall(
-        Op.HEARTBEAT, ref.job_id, job_keys(ref.job_id), (ref.attempt_id, ref.fence, lease_us)
-    )
+def heartbeat_args(ref: AttemptRef, lease_us: int) -> bytes:
+    return pack(ref.attempt_id, str(ref.fence), str(lease_us))
 
 
-def register_output_call(ref: AttemptRef, output: str) -> ScriptCall:
-    return ScriptCall(
-        Op.REGISTER_OUTPUT, ref.job_id, job_keys(ref.job_id), (ref.attempt_id, ref.fence, output)
-    )
+def register_output_args(ref: AttemptRef, output: str) -> bytes:
+    return pack(ref.attempt_id, str(ref.fence), output)
 
 
-def finish_call(ref: AttemptRef, completion: Completion) -> ScriptCall:
+def finish_args(ref: AttemptRef, completion: Completion) -> bytes:
     if completion.state is JobState.PROCESSING:
         raise StoreProtocolError("a completion must be SUCCEEDED or FAILED, got PROCESSING")
     outcome = (
@@ -98,23 +109,14 @@ def finish_call(ref: AttemptRef, completion: Completion) -> ScriptCall:
         else AttemptOutcome.FAILED
     )
     retryable = "" if completion.retryable is None else ("1" if completion.retryable else "0")
-    return ScriptCall(
-        Op.FINISH,
-        ref.job_id,
-        job_keys(ref.job_id),
-        (
-            ref.attempt_id,
-            ref.fence,
-            completion.state.value,
-            outcome.value,
-            completion.result or "",  # JSON text is never empty: '' means none
-            completion.error or "",
-            retryable,
-            completion.retention_us,
-            completion.outputs,
-        ),
+    return pack(
+        ref.attempt_id,
+        str(ref.fence),
+        completion.state.value,
+        outcome.value,
+        completion.result or "",  # JSON text is never empty: '' means none
+        completion.error or "",
+        retryable,
+        str(completion.retention_us),
+        completion.outputs,
     )
-
-
-def status_call(job_id: str) -> ScriptCall:
-    return ScriptCall(Op.STATUS, job_id, job_keys(job_id), ())

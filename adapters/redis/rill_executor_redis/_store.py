@@ -1,10 +1,14 @@
 """``RedisStore`` and ``AsyncRedisStore``: the store port over redis-py, standalone or Cluster.
 
 Every operation is one ``EVALSHA`` of its Lua script: one round trip, atomic on the server,
-judged on the server's clock. redis-py's registered scripts reload themselves after a
-``NOSCRIPT`` (a ``SCRIPT FLUSH``, a restart, a failover to a node that never saw them).
-The twins share the calls they send (``_scripts``) and the reply decoding (``_rows``);
-only the I/O differs.
+judged on the server's clock. After a ``NOSCRIPT`` (a ``SCRIPT FLUSH``, a restart, a
+failover to a node that never saw it) the store loads the script (on every primary of a
+Cluster) and sends the ``EVALSHA`` once more. The twins share the arguments they send
+(``_scripts``) and the reply decoding (``_rows``); only the I/O differs.
+
+The command goes through the client's ``evalsha``: redis-py's connection pool, retry
+policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of its
+``Script`` objects.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 import redis.asyncio.cluster
 import redis.cluster
-from redis.commands.core import AsyncScript, Script
+from redis.exceptions import NoScriptError
 
 from rill_executor.store import (
     AttemptRef,
@@ -25,17 +29,16 @@ from rill_executor.store import (
 
 from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
-from ._errors import wrap_errors
+from ._errors import REDIS_ERRORS, translate, wrap_errors
+from ._keys import job_keys
 from ._rows import answer_from, status_from
 from ._scripts import (
     Op,
-    ScriptCall,
-    claim_call,
-    finish_call,
-    heartbeat_call,
-    register_output_call,
-    source,
-    status_call,
+    claim_args,
+    finish_args,
+    heartbeat_args,
+    register_output_args,
+    script,
 )
 from ._url import parse_url
 
@@ -66,7 +69,6 @@ class RedisStore:
     ) -> None:
         self.client = client
         self.where = where or _describe(client)
-        self._scripts: dict[Op, Script] = {op: client.register_script(source(op)) for op in Op}
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
@@ -87,26 +89,39 @@ class RedisStore:
             return probe(self.client, self.where)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
-        return answer_from(request.job_id, self._run(claim_call(request)))
+        job_id = request.job_id
+        return answer_from(job_id, self._run(Op.CLAIM, job_id, claim_args(request)))
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
-        return answer_from(ref.job_id, self._run(heartbeat_call(ref, lease_us)))
+        reply = self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
+        return answer_from(ref.job_id, reply)
 
     def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
-        return answer_from(ref.job_id, self._run(register_output_call(ref, output)))
+        reply = self._run(Op.REGISTER_OUTPUT, ref.job_id, register_output_args(ref, output))
+        return answer_from(ref.job_id, reply)
 
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        return answer_from(ref.job_id, self._run(finish_call(ref, completion)))
+        reply = self._run(Op.FINISH, ref.job_id, finish_args(ref, completion))
+        return answer_from(ref.job_id, reply)
 
     def status(self, job_id: str) -> StoreStatus | None:
-        return status_from(job_id, self._run(status_call(job_id)))
+        return status_from(job_id, self._run(Op.STATUS, job_id))
 
     def close(self) -> None:
         self.client.close()
 
-    def _run(self, call: ScriptCall) -> Any:
-        with wrap_errors(call.op.value, self.where, call.job_id):
-            return self._scripts[call.op](keys=call.keys, args=call.args)
+    def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
+        """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        lua = script(op)
+        keys = job_keys(job_id)
+        try:
+            try:
+                return self.client.evalsha(lua.sha, 2, *keys, *args)
+            except NoScriptError:  # flushed, restarted, failed over: load it, send again
+                self.client.script_load(lua.source)
+                return self.client.evalsha(lua.sha, 2, *keys, *args)
+        except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
+            raise translate(exc, op.value, self.where, job_id) from exc
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.where}>"
@@ -123,7 +138,6 @@ class AsyncRedisStore:
     def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
         self.client = client
         self.where = where or _describe(client)
-        self._scripts: dict[Op, AsyncScript] = {op: client.register_script(source(op)) for op in Op}
 
     @classmethod
     def from_url(cls, url: str) -> AsyncRedisStore:
@@ -142,26 +156,39 @@ class AsyncRedisStore:
             enforce(await self.deployment(), policy, self.where)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
-        return answer_from(request.job_id, await self._run(claim_call(request)))
+        job_id = request.job_id
+        return answer_from(job_id, await self._run(Op.CLAIM, job_id, claim_args(request)))
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
-        return answer_from(ref.job_id, await self._run(heartbeat_call(ref, lease_us)))
+        reply = await self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
+        return answer_from(ref.job_id, reply)
 
     async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
-        return answer_from(ref.job_id, await self._run(register_output_call(ref, output)))
+        args = register_output_args(ref, output)
+        return answer_from(ref.job_id, await self._run(Op.REGISTER_OUTPUT, ref.job_id, args))
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        return answer_from(ref.job_id, await self._run(finish_call(ref, completion)))
+        reply = await self._run(Op.FINISH, ref.job_id, finish_args(ref, completion))
+        return answer_from(ref.job_id, reply)
 
     async def status(self, job_id: str) -> StoreStatus | None:
-        return status_from(job_id, await self._run(status_call(job_id)))
+        return status_from(job_id, await self._run(Op.STATUS, job_id))
 
     async def close(self) -> None:
         await self.client.aclose()
 
-    async def _run(self, call: ScriptCall) -> Any:
-        with wrap_errors(call.op.value, self.where, call.job_id):
-            return await self._scripts[call.op](keys=call.keys, args=call.args)
+    async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
+        """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        lua = script(op)
+        keys = job_keys(job_id)
+        try:
+            try:
+                return await self.client.evalsha(lua.sha, 2, *keys, *args)
+            except NoScriptError:  # flushed, restarted, failed over: load it, send again
+                await self.client.script_load(lua.source)
+                return await self.client.evalsha(lua.sha, 2, *keys, *args)
+        except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
+            raise translate(exc, op.value, self.where, job_id) from exc
 
     def __repr__(self) -> str:
         return f"<AsyncRedisStore {self.where}>"

@@ -1,30 +1,30 @@
 -- claim: take the job if it is free, else leave it untouched and return it.
--- ARGV: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us.
+-- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us.
 -- The same rules as rill_executor.store.decide_claim / claimed_row.
 
-local ns, key, fp, rv, attempt = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local lease = tonumber(ARGV[6])
+local ns, key, fp, rv, attempt, lease = unpack(args(6))
+lease = tonumber(lease)
 
 local function decide(job, now)
   if not job then
     return 'insert'
   end
-  if job.state ~= 'processing' and tonumber(job.retain_until or '0') <= now then
+  if job[STATE] ~= 'processing' and tonumber(job[RETAIN_UNTIL] or '0') <= now then
     return 'takeover' -- retention passed: the old record no longer binds
   end
-  if job.fp ~= fp or (job.rv or '') ~= rv then
+  if job[FP] ~= fp or (job[RV] or '') ~= rv then
     return 'conflict'
   end
-  if job.state == 'succeeded' then
+  if job[STATE] == 'succeeded' then
     return 'replay'
   end
-  if job.state == 'failed' then
-    if job.retryable == '1' then
+  if job[STATE] == 'failed' then
+    if job[RETRYABLE] == '1' then
       return 'takeover'
     end
     return 'replay'
   end
-  if job.lease_until and tonumber(job.lease_until) > now then
+  if job[LEASE_UNTIL] and tonumber(job[LEASE_UNTIL]) > now then
     return 'in_progress'
   end
   return 'takeover'
@@ -39,22 +39,24 @@ end
 
 -- Fences are never reused for a key: a record that expired after its retention left its
 -- history behind for one more retention, with the last fence in its 'fence' field.
-local fence, created = 1, us(now)
+local fence, created, history_existed = 1, us(now), job ~= nil
 if job then
-  fence = tonumber(job.fence) + 1
-  created = job.created_at
+  fence = tonumber(job[FENCE]) + 1
+  created = job[CREATED_AT]
 else
   local last = redis.call('HGET', KEYS[2], 'fence')
   if last then
     fence = tonumber(last) + 1
+    history_existed = true
   end
 end
 
 local new = {
-  ns = ns, key = key, state = 'processing', fence = us(fence), owner = attempt,
-  claimed_at = us(now), lease_until = us(now + lease), fp = fp, rv = rv ~= '' and rv,
-  result = false, error = false, retryable = false, created_at = created,
-  updated_at = us(now), finished_at = false, retain_until = false, outputs = false,
+  [NS] = ns, [KEY] = key, [STATE] = 'processing', [FENCE] = us(fence), [OWNER] = attempt,
+  [CLAIMED_AT] = us(now), [LEASE_UNTIL] = us(now + lease), [FP] = fp,
+  [RV] = rv ~= '' and rv, [RESULT] = false, [ERROR] = false, [RETRYABLE] = false,
+  [CREATED_AT] = created, [UPDATED_AT] = us(now), [FINISHED_AT] = false,
+  [RETAIN_UNTIL] = false, [OUTPUTS] = false,
 }
 save(new, job)
 
@@ -63,24 +65,27 @@ local history = {
   prefix .. 'id', attempt, prefix .. 'start', us(now), prefix .. 'outcome', 'running',
   'fence', us(fence),
 }
-if job and job.state == 'processing' then
+if job and job[STATE] == 'processing' then
   -- The previous owner's lease ran out. While a job is processing its owner's attempt is
   -- running (only finish ends both), so there is nothing to check before ending it.
-  local old = job.fence .. ':'
+  local old = job[FENCE] .. ':'
   table.insert(history, old .. 'outcome')
   table.insert(history, 'expired')
   table.insert(history, old .. 'end')
   table.insert(history, us(now))
-  if job.outputs then -- registered, never committed
+  if job[OUTPUTS] then -- registered, never committed
     table.insert(history, old .. 'outputs')
-    table.insert(history, ended_outputs(job.outputs, nil))
+    table.insert(history, ended_outputs(job[OUTPUTS], nil))
   end
 end
 redis.call('HSET', KEYS[2], unpack(history))
 
--- A running job never expires: its retention starts when it finishes.
+-- A running job never expires: its retention starts when it finishes. Keys that did not
+-- exist before this script (a first claim) were created without an expiry.
 if job then
   redis.call('PERSIST', KEYS[1])
 end
-redis.call('PERSIST', KEYS[2])
+if history_existed then
+  redis.call('PERSIST', KEYS[2])
+end
 return answer(1, now, new)

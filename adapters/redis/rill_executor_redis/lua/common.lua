@@ -5,14 +5,32 @@
 -- on this server's clock (TIME), never the caller's. Numbers are written with %d: Lua's
 -- tostring would print 1.7959976969832e+15 and lose the microseconds.
 --
--- A job is handled as a table of its FIELDS, absent ones false (never nil: cjson needs a
--- dense array).
+-- ARGV[1] holds every argument of the call, joined by the byte 0xFF: UTF-8 text never
+-- contains that byte, so nothing needs escaping (one argument costs the client far less
+-- to send than nine).
+--
+-- A job is handled as an array of its FIELDS, in that order (the reply of HMGET), absent
+-- ones false (never nil: the array stays dense for unpack and cjson). The upper-case names
+-- below are the positions.
 
 local FIELDS = {
   'ns', 'key', 'state', 'fence', 'owner', 'claimed_at', 'lease_until', 'fp', 'rv',
   'result', 'error', 'retryable', 'created_at', 'updated_at', 'finished_at', 'retain_until',
   'outputs',
 }
+local NS, KEY, STATE, FENCE, OWNER, CLAIMED_AT, LEASE_UNTIL, FP, RV, RESULT, ERROR,
+  RETRYABLE, CREATED_AT, UPDATED_AT, FINISHED_AT, RETAIN_UNTIL, OUTPUTS =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
+
+-- The `n` arguments packed in ARGV[1]; a call with any other number is refused.
+local function args(n)
+  local pattern = '^' .. string.rep('([^\255]*)\255', n - 1) .. '([^\255]*)$'
+  local values = {string.match(ARGV[1], pattern)}
+  if #values ~= n then
+    error('rill-executor: expected ' .. n .. ' packed arguments')
+  end
+  return values
+end
 
 local function us(n)
   return string.format('%d', n)
@@ -25,25 +43,18 @@ end
 
 -- The job as stored, or nil if there is none.
 local function load_job()
-  local row = redis.call('HMGET', KEYS[1], unpack(FIELDS))
-  if not row[3] then
+  local job = redis.call('HMGET', KEYS[1], unpack(FIELDS))
+  if not job[STATE] then
     return nil
-  end
-  local job = {}
-  for i, name in ipairs(FIELDS) do
-    job[name] = row[i]
   end
   return job
 end
 
--- A copy of `job` with `changes` applied (false clears a field).
+-- A copy of `job` with `changes` ({[position] = value}) applied (false clears a field).
 local function changed(job, changes)
-  local new = {}
-  for _, name in ipairs(FIELDS) do
-    new[name] = job[name]
-  end
-  for name, value in pairs(changes) do
-    new[name] = value
+  local new = {unpack(job)}
+  for i, value in pairs(changes) do
+    new[i] = value
   end
   return new
 end
@@ -53,14 +64,14 @@ end
 -- before it has written anything (once a script has written, Redis lets it go on).
 local function save(new, old)
   local set, clear = {}, {}
-  for _, name in ipairs(FIELDS) do
-    local value = new[name]
+  for i, name in ipairs(FIELDS) do
+    local value = new[i]
     if value then
-      if not old or old[name] ~= value then
+      if not old or old[i] ~= value then
         set[#set + 1] = name
         set[#set + 1] = value
       end
-    elseif old and old[name] then
+    elseif old and old[i] then
       clear[#clear + 1] = name
     end
   end
@@ -76,13 +87,10 @@ end
 -- fields if there is no job. One bulk string parses far faster in the client than an
 -- array of eighteen.
 local function answer(ok, now, job)
-  local reply = {ok, us(now)}
   if job then
-    for i, name in ipairs(FIELDS) do
-      reply[i + 2] = job[name]
-    end
+    return cjson.encode({ok, us(now), unpack(job)})
   end
-  return cjson.encode(reply)
+  return cjson.encode({ok, us(now)})
 end
 
 -- Why a write by (attempt, fence) must be rejected, or nil if it owns a live lease.
@@ -91,13 +99,13 @@ local function check_write(job, attempt, fence, now)
   if not job then
     return 'missing'
   end
-  if tonumber(job.fence) ~= tonumber(fence) or job.owner ~= attempt then
+  if tonumber(job[FENCE]) ~= tonumber(fence) or job[OWNER] ~= attempt then
     return 'superseded'
   end
-  if job.state ~= 'processing' then
+  if job[STATE] ~= 'processing' then
     return 'finished'
   end
-  if not job.lease_until or tonumber(job.lease_until) <= now then
+  if not job[LEASE_UNTIL] or tonumber(job[LEASE_UNTIL]) <= now then
     return 'lease_expired'
   end
   return nil

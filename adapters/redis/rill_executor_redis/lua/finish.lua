@@ -1,32 +1,35 @@
 -- finish: commit or fail for the owner with a live lease, its attempt ended in the history.
--- ARGV: attempt_id, fence, state, attempt outcome, result ('' = none), error ('' = none),
---       retryable ('1', '0' or '' = none), retention_us, committed outputs (JSON array).
+-- Arguments: attempt_id, fence, state, attempt outcome, result ('' = none), error ('' =
+-- none), retryable ('1', '0' or '' = none), retention_us, committed outputs (JSON array).
 -- The same rules as rill_executor.store.finished_row.
+
+local attempt, fence, state, outcome, result, err, retryable, retention, committed =
+  unpack(args(9))
 
 local now = clock()
 local job = load_job()
-if check_write(job, ARGV[1], ARGV[2], now) then
+if check_write(job, attempt, fence, now) then
   return answer(0, now, job)
 end
 
-local err = ARGV[6] ~= '' and ARGV[6]
-local retention = tonumber(ARGV[8])
+err = err ~= '' and err
+retention = tonumber(retention)
 local retain_until = now + retention
 local new = changed(job, {
-  state = ARGV[3], lease_until = false, result = ARGV[5] ~= '' and ARGV[5], error = err,
-  retryable = ARGV[7] ~= '' and ARGV[7], updated_at = us(now), finished_at = us(now),
-  retain_until = us(retain_until), outputs = false,
+  [STATE] = state, [LEASE_UNTIL] = false, [RESULT] = result ~= '' and result,
+  [ERROR] = err, [RETRYABLE] = retryable ~= '' and retryable, [UPDATED_AT] = us(now),
+  [FINISHED_AT] = us(now), [RETAIN_UNTIL] = us(retain_until), [OUTPUTS] = false,
 })
 save(new, job)
 
 -- The owner's attempt is running (see claim.lua): end it.
-local prefix = job.fence .. ':'
-local history = {prefix .. 'outcome', ARGV[4], prefix .. 'end', us(now)}
+local prefix = job[FENCE] .. ':'
+local history = {prefix .. 'outcome', outcome, prefix .. 'end', us(now)}
 if err then
   table.insert(history, prefix .. 'error')
   table.insert(history, err)
 end
-local outputs = ended_outputs(job.outputs, ARGV[9])
+local outputs = ended_outputs(job[OUTPUTS], committed)
 if outputs ~= '[]' then
   table.insert(history, prefix .. 'outputs')
   table.insert(history, outputs)

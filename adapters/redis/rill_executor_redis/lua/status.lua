@@ -2,8 +2,8 @@
 -- Reply: JSON [now] if there is no job, else [now, [field...], [attempt field, value, ...]].
 
 local now = clock()
-local row = redis.call('HMGET', KEYS[1], unpack(FIELDS))
-if not row[3] then
+local job = load_job()
+if not job then
   return cjson.encode({us(now)})
 end
-return cjson.encode({us(now), row, redis.call('HGETALL', KEYS[2])})
+return cjson.encode({us(now), job, redis.call('HGETALL', KEYS[2])})
