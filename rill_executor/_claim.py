@@ -6,7 +6,6 @@ automatic heartbeat meets one), ``lost`` turns true and the attempt must stop wr
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,7 +26,7 @@ class _ClaimBase:
         assert row.owner_attempt is not None
         self._core = core
         self._ref = AttemptRef(row.job_id, row.owner_attempt, row.fence)
-        self._lost = threading.Event()
+        self._lost = False  # set by whichever thread learns the attempt was fenced
         self.namespace = row.namespace
         self.key = row.key
         self.lease_expires_at: datetime = at_us(row.lease_until or 0)
@@ -48,7 +47,7 @@ class _ClaimBase:
     @property
     def lost(self) -> bool:
         """True once this attempt is known to no longer own the job."""
-        return self._lost.is_set()
+        return self._lost
 
     def ensure_owned(self) -> None:
         """Raise ``StaleAttempt`` if this attempt is known to have lost the job."""
@@ -69,7 +68,7 @@ class _ClaimBase:
         try:
             row = self._core.written(self._ref, answer, key=self.key, operation=operation)
         except StaleAttempt:
-            self._lost.set()
+            self._lost = True
             raise
         if row.lease_until is not None:
             self.lease_expires_at = at_us(row.lease_until)

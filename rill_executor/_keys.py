@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 import secrets
-import unicodedata
 from typing import Any
 from urllib.parse import quote
 
@@ -43,6 +42,7 @@ MAX_OUTPUT_NAME_CHARS = 200
 MAX_OBJECT_KEY_BYTES = 900  # S3 allows 1024 with the store's own prefix
 _NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
 _OUTPUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
 
@@ -84,12 +84,12 @@ def validate_key(key: object) -> str:
             f"business key is {size} bytes of UTF-8, over the limit of {MAX_KEY_BYTES};"
             " shorten it or hash the variable part (e.g. hashlib.sha256(part).hexdigest())"
         )
-    for ch in key:
-        if unicodedata.category(ch) == "Cc":
-            raise InvalidKey(
-                f"business key {key[:40]!r} contains the control character {ch!r};"
-                " keys must be printable text"
-            )
+    control = _CONTROL.search(key)
+    if control:
+        raise InvalidKey(
+            f"business key {key[:40]!r} contains the control character {control.group()!r};"
+            " keys must be printable text"
+        )
     return key
 
 
