@@ -8,7 +8,7 @@ Needs aws-lambda-powertools, a benchmark-only dependency (pip install aws-lambda
 Latency: every iteration times one call of each arm, in rotating order, on one Redis: a
 PING (the floor: one round trip through redis-py), rill-executor's decorator (claim +
 commit with attempt history and fencing; replay in one script), the same with the
-automatic heartbeat thread the decorator starts by default, and Powertools'
+automatic heartbeat the decorator turns on by default, and Powertools'
 ``idempotent_function`` on ``CachePersistenceLayer`` (SET NX + SET; replay SET NX + GET).
 Interleaving makes machine noise hit every arm alike, so the ratios mean more than the
 absolute figures. Throughput: 64 concurrent asyncio calls of the ``AsyncLedger`` decorator
@@ -197,7 +197,7 @@ def main() -> None:
     arms: dict[str, Arm] = {
         "PING": lambda i: ping_client.ping(),
         "rill-executor": rill_fresh,
-        "rill-executor + heartbeat thread": rill_heartbeat,
+        "rill-executor + heartbeat": rill_heartbeat,
         "Powertools CachePersistenceLayer": powertools,
     }
     interleaved(arms, list(range(-500, 0)))  # warm-up: connections, scripts, imports
