@@ -500,6 +500,131 @@ class StoreConformance:
             ),
         )
 
+    # -- more fencing, conflicts, retention and identity ------------------------------------
+
+    # -- fencing with a caller-chosen attempt id --------------------------------------------
+    def test_reused_attempt_id_is_still_fenced(self, ledger: DrivenLedger) -> None:
+        """An engine that re-dispatches with the same attempt id: the fence alone tells
+        the zombie from the new owner."""
+        a = ledger.claim("k", attempt_id="dispatch-7", lease=0.3)
+        time.sleep(0.45)
+        b = ledger.claim("k", attempt_id="dispatch-7")
+        assert is_claim(b) and b.fence == a.fence + 1
+        for write in (a.heartbeat, lambda: a.commit("from A"), lambda: a.fail("x", retryable=True)):
+            with pytest.raises(StaleAttempt) as err:
+                write()
+            assert err.value.reason == "superseded"
+        b.commit("from B")
+        assert ledger.claim("k").result() == "from B"
+
+    # -- conflicts on claimable jobs ----------------------------------------------------------
+    @pytest.mark.parametrize("how", ["retryable", "expired"])
+    def test_conflict_also_when_the_job_is_claimable(self, ledger: DrivenLedger, how: str) -> None:
+        fp1, fp2 = fingerprint_of(1), fingerprint_of(2)
+        if how == "retryable":
+            ledger.claim("k", fingerprint=fp1, result_version="v1").fail("x", retryable=True)
+        else:
+            ledger.claim("k", fingerprint=fp1, result_version="v1", lease=0.2)
+            time.sleep(0.3)
+        before = _stable(ledger.status("k"))
+        for fp, version in ((fp2, "v1"), (fp1, "v2"), (fp1, None)):
+            assert isinstance(ledger.claim("k", fingerprint=fp, result_version=version), Conflict)
+        assert _stable(ledger.status("k")) == before
+        assert is_claim(ledger.claim("k", fingerprint=fp1, result_version="v1"))
+
+    # -- retention ----------------------------------------------------------------------------
+    def test_retention_takeover_adopts_the_new_request(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.5)
+        ledger.claim("k", fingerprint=fingerprint_of(1), result_version="v1").commit("old")
+        time.sleep(0.7)
+        again = ledger.claim("k", fingerprint=fingerprint_of(2), result_version="v2")
+        assert is_claim(again)
+        again.commit("new")
+        status = ledger.status("k")
+        assert status is not None
+        assert (status.fingerprint, status.result_version) == (fingerprint_of(2), "v2")
+        replay = ledger.claim("k", fingerprint=fingerprint_of(2), result_version="v2")
+        assert isinstance(replay, Replay) and replay.result() == "new"
+        assert isinstance(
+            ledger.claim("k", fingerprint=fingerprint_of(1), result_version="v1"), Conflict
+        )
+
+    def test_records_live_for_the_whole_retention(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=1.5)
+        ledger.claim("k").commit("kept")
+        status = ledger.status("k")
+        assert status is not None and status.retain_until and status.finished_at
+        assert abs((status.retain_until - status.finished_at) - timedelta(seconds=1.5)) < timedelta(
+            milliseconds=1
+        )
+        time.sleep(1.0)  # two thirds of the retention: still a replay
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay) and replay.result() == "kept"
+
+    # -- a lost claim knows it --------------------------------------------------------------
+    def test_a_lost_claim_knows_it(self, ledger: DrivenLedger) -> None:
+        a = ledger.claim("k", lease=0.2)
+        a.ensure_owned()
+        time.sleep(0.3)
+        assert is_claim(ledger.claim("k"))
+        assert not a.lost  # nobody told it yet
+        with pytest.raises(StaleAttempt):
+            a.heartbeat()
+        assert a.lost
+        with pytest.raises(StaleAttempt):
+            a.ensure_owned()
+
+    # -- job identity --------------------------------------------------------------------------
+    def test_distinct_keys_are_distinct_jobs(self, driver: LedgerDriver, namespace: str) -> None:
+        one = driver.ledger(namespace, lease=30)
+        two = driver.ledger(namespace + "a", lease=30)
+        one.claim("ab").commit("one:ab")
+        assert is_claim(two.claim("b")), "namespace/key boundary merged two jobs"
+        for first, second in (("Key", "key"), ("ﬁle", "file"), ("é", "e\u0301")):
+            one.claim(first).commit(first)
+            assert is_claim(one.claim(second)), f"{first!r} and {second!r} became one job"
+
+    # -- lease_left counts down ----------------------------------------------------------------
+    def test_in_progress_lease_left_counts_down(self, ledger: DrivenLedger) -> None:
+        ledger.claim("k", lease=3)
+        time.sleep(1.0)
+        busy = ledger.claim("k")
+        assert isinstance(busy, InProgress)
+        assert timedelta(0) < busy.lease_left <= timedelta(seconds=2.2)
+
+    # -- huge error messages -------------------------------------------------------------------
+    def test_huge_error_message_is_recorded_truncated(self, ledger: DrivenLedger) -> None:
+        claim = ledger.claim("k")
+        claim.fail(RuntimeError("x" * 300_000), retryable=False)
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay) and replay.error is not None
+        assert len(replay.error.message) <= 5000
+
+    # -- a simultaneous herd on one key ---------------------------------------------------------
+    @pytest.mark.parametrize("path", ["fresh", "retryable", "expired"])
+    def test_simultaneous_claims_grant_one_owner(
+        self, driver: LedgerDriver, namespace: str, path: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30)
+        threads_per_key = 8
+        for round_ in range(40):
+            key = f"herd-{round_}"
+            if path == "retryable":
+                ledger.claim(key).fail("x", retryable=True)
+            elif path == "expired":
+                ledger.claim(key, lease=0.05)
+            if path == "expired":
+                time.sleep(0.08)
+            outcomes = _herd(ledger, key, threads_per_key)
+            winners = [o for o in outcomes if is_claim(o)]
+            others = [o for o in outcomes if not is_claim(o)]
+            assert len(winners) == 1, (round_, outcomes)
+            assert all(isinstance(o, InProgress) for o in others), others
+
     # -- outputs -----------------------------------------------------------------------------
 
     @pytest.fixture
@@ -710,6 +835,26 @@ class StoreConformance:
             (a["attempt_id"], AttemptOutcome.EXPIRED),
             (b.attempt_id, AttemptOutcome.SUCCEEDED),
         ]
+
+
+def _herd(ledger: DrivenLedger, key: str, size: int) -> list[Any]:
+    """``size`` threads claim ``key`` at the same instant; their outcomes (or errors)."""
+    barrier = threading.Barrier(size)
+    outcomes: list[Any] = []
+
+    def claim() -> None:
+        barrier.wait()
+        try:
+            outcomes.append(ledger.claim(key))
+        except Exception as exc:  # recorded: the assertion shows it
+            outcomes.append(exc)
+
+    pool = [threading.Thread(target=claim) for _ in range(size)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join(30)
+    return outcomes
 
 
 def _in_process_race(store: Any, args: list[str]) -> dict[str, Any]:
