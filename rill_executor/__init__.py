@@ -35,7 +35,7 @@ from ._errors import (
 from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
 from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
-from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger, ThreadedAsyncStore
+from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._memory_outputs import MemoryOutputStore
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
@@ -52,6 +52,7 @@ from ._records import (
 )
 from ._registry import open_async_store, open_output_store, open_store
 from ._store import AsyncStore, Store
+from ._threaded_store import ThreadedAsyncStore
 
 __all__ = [
     "MemoryOutputStore",

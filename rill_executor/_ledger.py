@@ -33,17 +33,10 @@ from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._store import (
-    AsyncStore,
-    AttemptRef,
-    ClaimRequest,
-    Completion,
-    Store,
-    StoreAnswer,
-    StoreStatus,
-)
+from ._store import AsyncStore, Store
+from ._threaded_store import ThreadedAsyncStore
 
-__all__ = ["AsyncLedger", "Ledger", "ThreadedAsyncStore"]
+__all__ = ["AsyncLedger", "Ledger"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -405,28 +398,3 @@ class AsyncLedger(_LedgerBase):
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
-
-
-class ThreadedAsyncStore:
-    """An ``AsyncStore`` over a synchronous one: each call runs in a worker thread."""
-
-    def __init__(self, store: Store) -> None:
-        self.sync = store
-
-    async def claim(self, request: ClaimRequest) -> StoreAnswer:
-        return await asyncio.to_thread(self.sync.claim, request)
-
-    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
-        return await asyncio.to_thread(self.sync.heartbeat, ref, lease_us)
-
-    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
-        return await asyncio.to_thread(self.sync.register_output, ref, output)
-
-    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        return await asyncio.to_thread(self.sync.finish, ref, completion)
-
-    async def status(self, job_id: str) -> StoreStatus | None:
-        return await asyncio.to_thread(self.sync.status, job_id)
-
-    async def close(self) -> None:
-        await asyncio.to_thread(self.sync.close)

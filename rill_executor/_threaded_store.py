@@ -1,0 +1,34 @@
+"""``ThreadedAsyncStore``: a synchronous store used from asyncio, one worker thread per call."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ._store import AttemptRef, ClaimRequest, Completion, Store, StoreAnswer, StoreStatus
+
+__all__ = ["ThreadedAsyncStore"]
+
+
+class ThreadedAsyncStore:
+    """An ``AsyncStore`` over a synchronous one: each call runs in a worker thread."""
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+
+    async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.claim, request)
+
+    async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.heartbeat, ref, lease_us)
+
+    async def register_output(self, ref: AttemptRef, output: str) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.register_output, ref, output)
+
+    async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.finish, ref, completion)
+
+    async def status(self, job_id: str) -> StoreStatus | None:
+        return await asyncio.to_thread(self.sync.status, job_id)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)
