@@ -248,11 +248,11 @@ class StoreConformance:
     def test_after_retention_the_work_runs_again(
         self, driver: LedgerDriver, namespace: str
     ) -> None:
-        ledger = driver.ledger(namespace, lease=0.05, retention=0.3)
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.6)
         first = ledger.claim("k", fingerprint=fingerprint_of(1))
         first.commit("old")
         assert isinstance(ledger.claim("k", fingerprint=fingerprint_of(1)), Replay)
-        time.sleep(0.5)
+        time.sleep(0.8)
         again = ledger.claim("k", fingerprint=fingerprint_of(2))
         assert is_claim(again) and again.fence > first.fence
 
@@ -337,6 +337,11 @@ class StoreConformance:
             with pytest.raises(InvalidKey):
                 ledger.status(key)
         assert _stable(ledger.status("good")) == before
+        assert MAX_KEY_BYTES == 512  # the documented limit
+        for key in ("x" * 513, "é" * 257):
+            with pytest.raises(InvalidKey):
+                ledger.claim(key)
+        assert is_claim(ledger.claim("x" * 512))
         longest = "é" * (MAX_KEY_BYTES // 2)
         assert is_claim(ledger.claim(longest))
         assert is_claim(ledger.claim(b"bytes-key-utf8-\xc3\xa9"))
@@ -485,6 +490,25 @@ class StoreConformance:
 
         assert slow("k") == "survived"
         assert all(isinstance(s, InProgress) for s in seen), seen
+
+    def test_a_decorated_zombie_cannot_commit(self, driver: LedgerDriver, namespace: str) -> None:
+        """A handler that outlives its lease (no heartbeat) while a rival takes over: the
+        decorator raises ``StaleAttempt`` and the rival's result stays."""
+        ledger = driver.ledger(namespace, lease=0.3)
+        fingerprint = fingerprint_of({"k": "k"})
+
+        @ledger.idempotent(key=lambda k: k, heartbeat=False)
+        def slow(k: str) -> str:
+            time.sleep(0.45)
+            rival = ledger.claim(k, fingerprint=fingerprint)
+            assert is_claim(rival)
+            rival.commit("winner")
+            return "zombie"
+
+        with pytest.raises(StaleAttempt) as err:
+            slow("k")
+        assert err.value.reason == "superseded"
+        assert ledger.claim("k", fingerprint=fingerprint).result() == "winner"
 
     def test_lifecycle_matches_the_reference_model(
         self, driver: LedgerDriver, namespace: str
