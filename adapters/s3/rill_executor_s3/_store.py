@@ -265,6 +265,10 @@ class S3OutputStore:
         elif condition == "if_match" and etag is not None:
             request["IfMatch"] = etag
         answer = self._client.put_object(**request)
+        return self._written(key, payload, answer)
+
+    def _written(self, key: str, payload: Payload, answer: Any) -> StoredObject:
+        """What a write stored: our own digest and size, S3's ETag, version and time."""
         return StoredObject(
             key=key,
             uri=self.uri(key),
@@ -324,15 +328,7 @@ class S3OutputStore:
             if_match=etag if condition == "if_match" else None,
             where=self.uri(key),
         )
-        return StoredObject(
-            key=key,
-            uri=self.uri(key),
-            size=payload.size,
-            sha256=payload.sha256_hex,
-            etag=answer.get("ETag"),
-            version_id=answer.get("VersionId"),
-            last_modified=_response_time(answer),
-        )
+        return self._written(key, payload, answer)
 
     # -- reading ----------------------------------------------------------------------------
 
