@@ -136,7 +136,7 @@ class LedgerCore:
             else validate_fingerprint(fingerprint),
             result_version=validate_result_version(result_version),
             attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
-            lease_us=self.config.lease_us if lease is None else to_us(lease, "lease"),
+            lease_us=self.lease_us(lease),
         )
 
     def lease_us(self, lease: Seconds | None) -> int:

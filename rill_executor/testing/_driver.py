@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from .._claim import AsyncClaim, Claim
 from .._core import Seconds
 from .._ledger import AsyncLedger, Ledger
-from .._outcomes import Conflict, InProgress, Replay
 from .._records import JobStatus
 from .._registry import open_async_store, open_store
 
@@ -73,9 +72,6 @@ class BlockingClaim:
 
     def fail(self, error: BaseException | str, *, retryable: bool) -> None:
         self._portal.call(self.claim.fail(error, retryable=retryable))
-
-
-Outcome = Claim | BlockingClaim | Replay | InProgress | Conflict
 
 
 class LedgerDriver:
@@ -136,7 +132,7 @@ class DrivenLedger:
     def namespace(self) -> str:
         return self.ledger.namespace
 
-    def claim(self, key: Any, **options: Any) -> Any:  # an Outcome; Any keeps tests terse
+    def claim(self, key: Any, **options: Any) -> Any:  # a claim outcome; Any keeps the tests terse
         if self._portal is None:
             assert isinstance(self.ledger, Ledger)
             return self.ledger.claim(key, **options)
