@@ -12,6 +12,7 @@ from ._errors import (
     InvalidKey,
     InvalidOutputName,
     InvalidPayload,
+    InvalidResult,
     JobFailed,
     JobInProgress,
     KeyConflict,
@@ -30,6 +31,7 @@ from ._errors import (
     StoreProtocolError,
     StoreUnavailable,
     TerminalError,
+    UndecodableResult,
     UsageError,
 )
 from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
@@ -90,6 +92,7 @@ __all__ = [
     "InProgress",
     "InvalidKey",
     "InvalidPayload",
+    "InvalidResult",
     "JobFailed",
     "JobInProgress",
     "JobState",
@@ -111,6 +114,7 @@ __all__ = [
     "StoreUnavailable",
     "TerminalError",
     "ThreadedAsyncStore",
+    "UndecodableResult",
     "UsageError",
     "current_async_claim",
     "current_claim",

@@ -2,10 +2,16 @@
 
 Every method is one fenced store round trip. Once any of them raises ``StaleAttempt`` (or the
 automatic heartbeat meets one), ``lost`` turns true and the attempt must stop writing.
+
+A heartbeat or finish whose reply is lost (``StoreUnavailable``: the connection broke after
+the call was sent) is sent once more: a heartbeat twice extends the lease twice, and a finish
+found already applied by this attempt, at this fence, with the same completion, is taken as
+written. If the second send fails too, the outcome is not recorded and the error says so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,12 +19,27 @@ from pydantic import TypeAdapter
 
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._core import LedgerCore, Seconds
-from ._errors import StaleAttempt
+from ._errors import StaleAttempt, StoreUnavailable
 from ._outputs import OutputStore
 from ._records import JobRow, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
-__all__ = ["AsyncClaim", "Claim"]
+__all__ = ["AsyncClaim", "Claim", "resend_once", "resend_once_async"]
+
+
+def resend_once(call: Callable[[], StoreAnswer]) -> tuple[StoreAnswer, bool]:
+    """``call()``, sent a second time after a ``StoreUnavailable``; and whether it was."""
+    try:
+        return call(), False
+    except StoreUnavailable:
+        return call(), True
+
+
+async def resend_once_async(call: Callable[[], Awaitable[StoreAnswer]]) -> tuple[StoreAnswer, bool]:
+    try:
+        return await call(), False
+    except StoreUnavailable:
+        return await call(), True
 
 
 class _ClaimBase:
@@ -64,9 +85,22 @@ class _ClaimBase:
                 current_owner=None,
             )
 
-    def _accept(self, answer: StoreAnswer, operation: str) -> JobRow:
+    def _unrecorded(self, operation: str, exc: StoreUnavailable) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{operation} by attempt {self.attempt_id} (fence {self.fence}) of key"
+            f" {self.key!r} did not reach the store, sent twice: the outcome is NOT recorded."
+            f" The job stays processing until its lease runs out (at"
+            f" {self.lease_expires_at.isoformat()} on the store's clock, as last seen); then"
+            f" the next claim runs the work again. Cause: {exc}"
+        )
+
+    def _accept(
+        self, answer: StoreAnswer, operation: str, completion: Completion | None = None
+    ) -> JobRow:
         try:
-            row = self._core.written(self._ref, answer, key=self.key, operation=operation)
+            row = self._core.written(
+                self._ref, answer, key=self.key, operation=operation, completion=completion
+            )
         except StaleAttempt:
             self._lost = True
             raise
@@ -99,12 +133,17 @@ class Claim(_ClaimBase):
 
     def heartbeat(self, lease: Seconds | None = None) -> datetime:
         """Extend the lease to now + ``lease`` (default: the claim's lease), store clock."""
-        answer = self._store.heartbeat(self._ref, self._lease_us(lease))
+        lease_us = self._lease_us(lease)
+        answer, _ = resend_once(lambda: self._store.heartbeat(self._ref, lease_us))
         self._accept(answer, "heartbeat")
         return self.lease_expires_at
 
     def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
-        """Make ``result`` (with every output put through this claim) the job's one result."""
+        """Make ``result`` (with every output put through this claim) the job's one result.
+
+        ``adapter`` validates it as the type replays will read (see ``Replay.result``). A
+        result that cannot be stored raises a ``UsageError`` and writes nothing: the claim
+        is still yours to ``fail`` or commit again."""
         self._finish(self._core.success(result, adapter, self.outputs.committed()), "commit")
 
     def _register_output(self, intent: str) -> None:
@@ -115,7 +154,11 @@ class Claim(_ClaimBase):
         self._finish(self._core.failure(error, retryable=retryable), "fail")
 
     def _finish(self, completion: Completion, operation: str) -> None:
-        self._accept(self._store.finish(self._ref, completion), operation)
+        try:
+            answer, _ = resend_once(lambda: self._store.finish(self._ref, completion))
+        except StoreUnavailable as exc:
+            raise self._unrecorded(operation, exc) from exc
+        self._accept(answer, operation, completion)
 
 
 class AsyncClaim(_ClaimBase):
@@ -131,7 +174,8 @@ class AsyncClaim(_ClaimBase):
         self.outputs = AsyncClaimOutputs(self, outputs)
 
     async def heartbeat(self, lease: Seconds | None = None) -> datetime:
-        answer = await self._store.heartbeat(self._ref, self._lease_us(lease))
+        lease_us = self._lease_us(lease)
+        answer, _ = await resend_once_async(lambda: self._store.heartbeat(self._ref, lease_us))
         self._accept(answer, "heartbeat")
         return self.lease_expires_at
 
@@ -146,4 +190,8 @@ class AsyncClaim(_ClaimBase):
         await self._finish(self._core.failure(error, retryable=retryable), "fail")
 
     async def _finish(self, completion: Completion, operation: str) -> None:
-        self._accept(await self._store.finish(self._ref, completion), operation)
+        try:
+            answer, _ = await resend_once_async(lambda: self._store.finish(self._ref, completion))
+        except StoreUnavailable as exc:
+            raise self._unrecorded(operation, exc) from exc
+        self._accept(answer, operation, completion)

@@ -1,4 +1,10 @@
-"""Results in and out of the store: pydantic JSON, with a size limit."""
+"""Results in and out of the store: pydantic JSON, with a size limit.
+
+A result is checked before it is stored exactly as a replay will read it: serialised as
+its annotated type, then decoded again. A value that would not come back (a dict missing
+a field, NaN where a float is due, ``None`` for a model) is refused before anything is
+written, so a stored result always replays.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
 
-from ._errors import ResultNotSerializable, ResultTooLarge, StoreProtocolError
+from ._errors import InvalidResult, ResultNotSerializable, ResultTooLarge
 from ._records import ErrorInfo
 
-__all__ = ["adapter_for", "decode_result", "encode_error", "encode_result"]
+__all__ = ["adapter_for", "encode_error", "encode_result", "type_name"]
 
 DEFAULT_MAX_RESULT_BYTES = 1024 * 1024
 
@@ -28,14 +34,63 @@ def adapter_for(annotation: Any) -> TypeAdapter[Any]:
         return TypeAdapter(annotation)
 
 
-def encode_result(value: Any, limit: int, adapter: TypeAdapter[Any] | None = None) -> str:
+def type_name(annotation: Any) -> str:
+    return getattr(annotation, "__qualname__", None) or repr(annotation)
+
+
+def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for error in exc.errors(include_url=False)[:limit]:
+        where = ".".join(str(part) for part in error["loc"]) or "the value"
+        parts.append(f"{where}: {error['msg']}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _unserialisable(value: Any, exc: Exception) -> ResultNotSerializable:
+    return ResultNotSerializable(
+        f"cannot store a result of type {type(value).__name__}: {exc}. Return a pydantic"
+        " model, a dataclass or plain JSON data (dict, list, str, numbers)"
+    )
+
+
+def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> bytes:
+    """``value`` as JSON of the annotated type; a value of another type is validated first."""
     try:
-        raw = adapter.dump_json(value) if adapter is not None else to_json(value)
-    except (PydanticSerializationError, ValueError, TypeError) as exc:
-        raise ResultNotSerializable(
-            f"cannot store a result of type {type(value).__name__}: {exc}. Return a pydantic"
-            " model, a dataclass or plain JSON data (dict, list, str, numbers)"
+        return adapter.dump_json(value, warnings="error")
+    except PydanticSerializationError:
+        pass  # not of the annotated type as it stands: does it validate as one?
+    except (ValueError, TypeError) as exc:
+        raise _unserialisable(value, exc) from exc
+    try:
+        value = adapter.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidResult(
+            f"{source} returned a {type(value).__name__} that does not validate as"
+            f" {expected}: {_first_errors(exc)}. Return a value of the annotated type"
         ) from exc
+    try:
+        return adapter.dump_json(value, warnings="error")
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise _unserialisable(value, exc) from exc
+
+
+def encode_result(
+    value: Any,
+    limit: int,
+    adapter: TypeAdapter[Any] | None = None,
+    *,
+    source: str = "the handler",
+    expected: str = "its return annotation",
+) -> str:
+    """The JSON text to store for ``value``, checked to decode again through ``adapter``."""
+    if adapter is None:
+        try:
+            raw = to_json(value)
+        except (PydanticSerializationError, ValueError, TypeError) as exc:
+            raise _unserialisable(value, exc) from exc
+    else:
+        raw = _dump(value, adapter, source, expected)
     if len(raw) > limit:
         raise ResultTooLarge(
             f"the result serialises to {len(raw)} bytes, over the ledger's limit of {limit};"
@@ -44,18 +99,17 @@ def encode_result(value: Any, limit: int, adapter: TypeAdapter[Any] | None = Non
             size=len(raw),
             limit=limit,
         )
+    if adapter is not None:
+        try:
+            adapter.validate_json(raw)
+        except ValidationError as exc:
+            raise InvalidResult(
+                f"{source} returned a value that would not decode as {expected} once stored"
+                f" ({_first_errors(exc)}): JSON has no NaN or Infinity (they become null) and"
+                " no None where the annotation wants a value. Return a value of the annotated"
+                " type"
+            ) from exc
     return raw.decode("utf-8")
-
-
-def decode_result(text: str, annotation: Any = Any) -> Any:
-    try:
-        return adapter_for(annotation).validate_json(text)
-    except ValidationError as exc:
-        raise StoreProtocolError(
-            f"the stored result does not validate as {annotation!r}: {exc}. The handler's"
-            " return type changed for a key that already has a result: use a new result"
-            " version for the new type"
-        ) from exc
 
 
 def encode_error(error: BaseException | str, *, retryable: bool) -> str:

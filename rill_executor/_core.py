@@ -13,7 +13,14 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ._codec import DEFAULT_MAX_RESULT_BYTES, encode_error, encode_result
-from ._decisions import ClaimAction, WriteRejection, check_write, decide_claim
+from ._decisions import (
+    ClaimAction,
+    WriteRejection,
+    already_finished,
+    check_write,
+    decide_claim,
+    owned_by,
+)
 from ._errors import ConfigError, StaleAttempt, StoreProtocolError
 from ._keys import (
     fingerprint_of,
@@ -142,9 +149,17 @@ class LedgerCore:
     def lease_us(self, lease: Seconds | None) -> int:
         return self.config.lease_us if lease is None else to_us(lease, "lease")
 
-    def claim_outcome(self, request: ClaimRequest, answer: StoreAnswer) -> Outcome:
-        """The claimed row, or the value that answers the caller instead."""
+    def claim_outcome(
+        self, request: ClaimRequest, answer: StoreAnswer, *, resent: bool = False
+    ) -> Outcome:
+        """The claimed row, or the value that answers the caller instead.
+
+        ``resent``: the library sent this very request again after losing the reply to the
+        first send; if that send was applied, the job is found owned by this attempt.
+        """
         job = answer.job
+        if resent and not answer.ok and owned_by(job, request, answer.now):
+            return job  # type: ignore[return-value]  # owned_by checked it
         if answer.ok and job is not None:
             if job.owner_attempt != request.attempt_id or job.state is not JobState.PROCESSING:
                 raise StoreProtocolError(f"store claimed but returned another owner: {job!r}")
@@ -183,11 +198,25 @@ class LedgerCore:
             lease_left=timedelta(microseconds=(job.lease_until or answer.now) - answer.now),
         )
 
-    def written(self, ref: AttemptRef, answer: StoreAnswer, *, key: str, operation: str) -> JobRow:
-        """The row a fenced write produced, or ``StaleAttempt`` saying why nothing was written."""
+    def written(
+        self,
+        ref: AttemptRef,
+        answer: StoreAnswer,
+        *,
+        key: str,
+        operation: str,
+        completion: Completion | None = None,
+    ) -> JobRow:
+        """The row a fenced write produced, or ``StaleAttempt`` saying why nothing was written.
+
+        A finish whose ``completion`` the store's answer shows already applied by this very
+        attempt and fence (its first send's reply was lost) counts as written.
+        """
         if answer.ok and answer.job is not None:
             return answer.job
         job = answer.job
+        if completion is not None and already_finished(job, ref, completion):
+            return job  # type: ignore[return-value]  # already_finished checked it
         reason = check_write(job, ref, answer.now) or WriteRejection.SUPERSEDED
         explain = {
             WriteRejection.MISSING: "the job no longer exists (collected after retention)",
@@ -214,11 +243,20 @@ class LedgerCore:
         )
 
     def success(
-        self, value: Any, adapter: TypeAdapter[Any] | None = None, outputs: str = "[]"
+        self,
+        value: Any,
+        adapter: TypeAdapter[Any] | None = None,
+        outputs: str = "[]",
+        *,
+        source: str = "the handler",
+        expected: str = "its return annotation",
     ) -> Completion:
+        result = encode_result(
+            value, self.config.max_result_bytes, adapter, source=source, expected=expected
+        )
         return Completion(
             state=JobState.SUCCEEDED,
-            result=encode_result(value, self.config.max_result_bytes, adapter),
+            result=result,
             error=None,
             retryable=None,
             retention_us=self.config.retention_us,

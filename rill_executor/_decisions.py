@@ -17,12 +17,14 @@ from ._store import AttemptRef, ClaimRequest, Completion
 __all__ = [
     "ClaimAction",
     "WriteRejection",
+    "already_finished",
     "check_write",
     "claimed_row",
     "decide_claim",
     "ended_outputs",
     "finished_row",
     "heartbeat_row",
+    "owned_by",
     "registered_row",
 ]
 
@@ -93,6 +95,35 @@ def check_write(job: JobRow | None, ref: AttemptRef, now: int) -> WriteRejection
     if job.lease_until is None or job.lease_until <= now:
         return WriteRejection.LEASE_EXPIRED
     return None
+
+
+def owned_by(job: JobRow | None, request: ClaimRequest, now: int) -> bool:
+    """Whether ``job`` is held, live, by ``request``'s own attempt for the same work: what a
+    claim resent after a lost reply finds when its first send was applied."""
+    return (
+        job is not None
+        and job.state is JobState.PROCESSING
+        and job.owner_attempt == request.attempt_id
+        and job.fingerprint == request.fingerprint
+        and job.result_version == request.result_version
+        and job.lease_until is not None
+        and job.lease_until > now
+    )
+
+
+def already_finished(job: JobRow | None, ref: AttemptRef, completion: Completion) -> bool:
+    """Whether ``job`` shows ``completion`` applied by ``ref`` itself: a finish resent by the
+    same attempt, at the same fence, with the same completion (a lost reply), not a
+    conflicting one."""
+    return (
+        job is not None
+        and job.fence == ref.fence
+        and job.owner_attempt == ref.attempt_id
+        and job.state is completion.state
+        and job.result == completion.result
+        and job.error == completion.error
+        and bool(job.retryable) == bool(completion.retryable)
+    )
 
 
 def heartbeat_row(job: JobRow, lease_us: int, now: int) -> JobRow:

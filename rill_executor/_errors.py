@@ -6,12 +6,14 @@
     │   ├── InvalidKey               a business key or namespace is empty, too long, not UTF-8
     │   ├── InvalidPayload           a fingerprint or attempt id that cannot be used
     │   ├── InvalidOutputName        an output name that cannot become an object key
+    │   ├── InvalidResult            a result that does not validate as the handler's return type
     │   ├── ResultNotSerializable    a result pydantic cannot turn into JSON
-    │   └── ResultTooLarge           a serialised result over the ledger's limit
+    │   └── ResultTooLarge           a serialised result over the ledger's (or the store's) limit
     ├── OutcomeError                 the job's recorded state answers the call
     │   ├── JobInProgress            another attempt holds a live lease
     │   ├── KeyConflict              same key, different fingerprint or result version
     │   ├── JobFailed                a replayed terminal failure
+    │   ├── UndecodableResult        a stored result that no longer validates as the asked type
     │   └── StaleAttempt             a write from an attempt that no longer owns the job
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
@@ -41,6 +43,7 @@ __all__ = [
     "InvalidKey",
     "InvalidOutputName",
     "InvalidPayload",
+    "InvalidResult",
     "JobFailed",
     "JobInProgress",
     "KeyConflict",
@@ -59,6 +62,7 @@ __all__ = [
     "StoreProtocolError",
     "StoreUnavailable",
     "TerminalError",
+    "UndecodableResult",
     "UsageError",
 ]
 
@@ -85,6 +89,11 @@ class InvalidPayload(UsageError):
 
 class InvalidOutputName(UsageError):
     """An output name with '/', '..', control characters, or over the length limit."""
+
+
+class InvalidResult(UsageError):
+    """A result that does not validate as the handler's return annotation, or would not
+    decode as it after being stored (e.g. NaN, which JSON stores as null)."""
 
 
 class ResultNotSerializable(UsageError):
@@ -166,6 +175,16 @@ class JobFailed(OutcomeError):
         super().__init__(message, namespace=namespace, key=key)
         self.error_type = error_type
         self.error_message = error_message
+
+
+class UndecodableResult(OutcomeError):
+    """The committed result no longer validates as the type asked for: the handler's return
+    type changed for a key that already has a result. Bump ``result_version`` for the new
+    type, or resolve the key so that it runs again."""
+
+    def __init__(self, message: str, *, namespace: str, key: str, type_name: str) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.type_name = type_name
 
 
 class StaleAttempt(OutcomeError):

@@ -18,23 +18,48 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, null
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
+from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
 from ._claim import AsyncClaim, Claim
-from ._codec import adapter_for
+from ._codec import adapter_for, type_name
 from ._core import Seconds, to_us
-from ._errors import RillExecutorError, TerminalError, UsageError
+from ._errors import ConfigError, InvalidKey, RillExecutorError, TerminalError, UsageError
 from ._heartbeat import AsyncHeartbeat, Heartbeats
-from ._keys import fingerprint_of
+from ._keys import fingerprint_of, handler_key, validate_handler_name
 from ._outcomes import Conflict, InProgress, Replay
+from ._store import Completion
 
 if TYPE_CHECKING:
     from ._ledger import AsyncLedger, Ledger
 
-__all__ = ["IdempotentSpec", "current_async_claim", "current_claim"]
+__all__ = [
+    "HANDLER_NAME",
+    "Handler",
+    "IdempotentSpec",
+    "current_async_claim",
+    "current_claim",
+    "stored_key",
+]
 
 log = logging.getLogger("rill_executor")
 _current: contextvars.ContextVar[Claim | AsyncClaim] = contextvars.ContextVar("rill_claim")
+
+
+HANDLER_NAME = "__rill_handler__"  # the attribute a decorated function carries its name in
+Handler = str | Callable[..., Any]
+
+
+def stored_key(key: str, handler: Handler | None) -> str:
+    """The key a job is stored under: ``key`` itself, or scoped by a decorated handler."""
+    if handler is None:
+        return key
+    name = handler if isinstance(handler, str) else getattr(handler, HANDLER_NAME, None)
+    if name is None:
+        raise UsageError(
+            f"{handler!r} is not decorated with idempotent(); pass the decorated function"
+            " or its name"
+        )
+    return handler_key(name, key)
 
 
 def current_claim() -> Claim:
@@ -58,6 +83,7 @@ def current_async_claim() -> AsyncClaim:
 @dataclass(frozen=True)
 class IdempotentSpec:
     fn: Callable[..., Any]
+    name: str
     key: Callable[..., object]
     fingerprint: Callable[..., Any] | None
     result_version: Callable[..., str | None] | str | None
@@ -74,6 +100,7 @@ class IdempotentSpec:
         cls,
         fn: Callable[..., Any],
         *,
+        name: str | None,
         key: Callable[..., object],
         fingerprint: Callable[..., Any] | None,
         result_version: Callable[..., str | None] | str | None,
@@ -92,15 +119,33 @@ class IdempotentSpec:
         else:
             interval = to_us(heartbeat, "heartbeat") / 1e6
         wait_s = None if wait is None else to_us(wait, "wait") / 1e6
-        return cls(
-            fn, key, fingerprint, result_version, wait_s, interval, (TerminalError, *terminal)
+        try:
+            label = validate_handler_name(name or f"{fn.__module__}.{fn.__qualname__}")
+        except InvalidKey as exc:
+            raise ConfigError(f"idempotent(name=...): {exc}") from None
+        spec = cls(
+            fn,
+            label,
+            key,
+            fingerprint,
+            result_version,
+            wait_s,
+            interval,
+            (TerminalError, *terminal),
         )
+        try:
+            typing.get_type_hints(fn)
+        except NameError:
+            return spec  # a forward reference: checked on the first call, before any work
+        spec.adapter  # noqa: B018  # refuse a return type that cannot be stored, now
+        return spec
 
     def identity(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[Any, str, str | None]:
-        """(key, fingerprint, result version) of one call."""
-        key = self.key(*args, **kwargs)
+    ) -> tuple[str, str, str | None]:
+        """(stored key, fingerprint, result version) of one call; the stored key is the
+        business key scoped by the handler's name, so handlers never share jobs."""
+        key = handler_key(self.name, self.key(*args, **kwargs))
         if self.fingerprint is not None:
             payload = self.fingerprint(*args, **kwargs)
         else:
@@ -116,12 +161,30 @@ class IdempotentSpec:
 
     @functools.cached_property
     def return_type(self) -> Any:
-        # Resolved on first use, so forward references defined after the handler work.
+        # Resolved when decorated, or on the first call for a forward reference.
         return typing.get_type_hints(self.fn).get("return", Any)
 
-    @property
+    @functools.cached_property
     def adapter(self) -> TypeAdapter[Any]:
-        return adapter_for(self.return_type)
+        try:
+            return adapter_for(self.return_type)
+        except PydanticSchemaGenerationError as exc:
+            raise ConfigError(
+                f"handler {self.name} is annotated to return {type_name(self.return_type)},"
+                " which cannot be stored: pydantic has no JSON schema for it. Return a"
+                " pydantic model, a dataclass, a TypedDict or plain JSON types"
+            ) from exc
+
+    def completion_of(self, claim: Claim | AsyncClaim, result: Any) -> Completion:
+        """The commit of ``result``, checked to replay as the return type (raises a
+        ``UsageError`` for a result that cannot be stored)."""
+        return claim._core.success(
+            result,
+            self.adapter,
+            claim.outputs.committed(),
+            source=f"handler {self.name}",
+            expected=type_name(self.return_type),
+        )
 
     def is_terminal(self, exc: BaseException) -> bool:
         return isinstance(exc, self.terminal)
@@ -154,14 +217,39 @@ def _answer(spec: IdempotentSpec, outcome: Replay | Conflict) -> Any:
     return outcome.result(spec.return_type)
 
 
-def _note(exc: BaseException, problem: RillExecutorError) -> None:
-    exc.add_note(f"rill-executor: recording this failure was rejected too: {problem}")
+def _fail_sync(claim: Claim, exc: BaseException, *, retryable: bool) -> None:
+    try:
+        claim.fail(exc, retryable=retryable)
+    except RillExecutorError as problem:
+        exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
+    else:
+        _explain(claim, exc)
+
+
+async def _fail_async(claim: AsyncClaim, exc: BaseException, *, retryable: bool) -> None:
+    try:
+        await claim.fail(exc, retryable=retryable)
+    except RillExecutorError as problem:
+        exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
+    else:
+        _explain(claim, exc)
+
+
+def _explain(claim: Claim | AsyncClaim, exc: BaseException) -> None:
+    if isinstance(exc, UsageError):  # the handler ran, but its result cannot be stored
+        exc.add_note(
+            f"rill-executor: recorded as a terminal failure of attempt {claim.attempt_id}"
+            f" (fence {claim.fence}) of {claim.key!r}: running the work again would repeat its"
+            " side effects and return the same result. Fix the handler, then use a new"
+            " result_version or resolve the key"
+        )
 
 
 def run_sync(
     ledger: Ledger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     key, fingerprint, version = spec.identity(args, kwargs)
+    spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = spec.waiter()
     while True:
         outcome = ledger.claim(key, fingerprint=fingerprint, result_version=version)
@@ -191,13 +279,13 @@ def _run_claimed_sync(
             try:
                 result = spec.fn(*args, **kwargs)
             except BaseException as exc:
-                retryable = not spec.is_terminal(exc)
-                try:
-                    claim.fail(exc, retryable=retryable)
-                except RillExecutorError as problem:
-                    _note(exc, problem)
+                _fail_sync(claim, exc, retryable=not spec.is_terminal(exc))
                 raise
-        claim.commit(result, adapter=spec.adapter)
+        try:
+            claim._finish(spec.completion_of(claim, result), "commit")
+        except UsageError as exc:  # the result cannot be stored; nothing was committed
+            _fail_sync(claim, exc, retryable=False)
+            raise
         return result
     finally:
         _current.reset(token)
@@ -207,6 +295,7 @@ async def run_async(
     ledger: AsyncLedger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     key, fingerprint, version = spec.identity(args, kwargs)
+    spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = spec.waiter()
     while True:
         outcome = await ledger.claim(key, fingerprint=fingerprint, result_version=version)
@@ -232,13 +321,13 @@ async def _run_claimed_async(
             try:
                 result = await typing.cast(Awaitable[Any], spec.fn(*args, **kwargs))
             except BaseException as exc:
-                retryable = not spec.is_terminal(exc)
-                try:
-                    await claim.fail(exc, retryable=retryable)
-                except RillExecutorError as problem:
-                    _note(exc, problem)
+                await _fail_async(claim, exc, retryable=not spec.is_terminal(exc))
                 raise
-        await claim.commit(result, adapter=spec.adapter)
+        try:
+            await claim._finish(spec.completion_of(claim, result), "commit")
+        except UsageError as exc:  # the result cannot be stored; nothing was committed
+            await _fail_async(claim, exc, retryable=False)
+            raise
         return result
     finally:
         _current.reset(token)

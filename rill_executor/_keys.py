@@ -25,10 +25,12 @@ __all__ = [
     "validate_output_name",
     "MAX_VERSION_CHARS",
     "fingerprint_of",
+    "handler_key",
     "job_id",
     "new_attempt_id",
     "validate_attempt_id",
     "validate_fingerprint",
+    "validate_handler_name",
     "validate_key",
     "validate_namespace",
     "validate_result_version",
@@ -37,6 +39,7 @@ __all__ = [
 MAX_KEY_BYTES = 512
 """Longest business key, in UTF-8 bytes. Longer natural keys should be hashed by the caller."""
 MAX_VERSION_CHARS = 128
+MAX_HANDLER_NAME_CHARS = 200
 MAX_ATTEMPT_ID_CHARS = 128
 MAX_OUTPUT_NAME_CHARS = 200
 MAX_OBJECT_KEY_BYTES = 900  # S3 allows 1024 with the store's own prefix
@@ -91,6 +94,27 @@ def validate_key(key: object) -> str:
             " keys must be printable text"
         )
     return key
+
+
+def validate_handler_name(name: object) -> str:
+    """A decorated handler's name: the scope of its jobs' keys, so no '/' in it."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > MAX_HANDLER_NAME_CHARS
+        or "/" in name
+        or _CONTROL.search(name)
+    ):
+        raise InvalidKey(
+            f"handler name {name!r} is not valid: use 1-{MAX_HANDLER_NAME_CHARS} printable"
+            " characters without '/', e.g. 'transcode' or 'billing.refund'"
+        )
+    return name
+
+
+def handler_key(name: str, key: object) -> str:
+    """The key a decorated handler's job is stored under: ``{name}/{business key}``."""
+    return validate_key(f"{validate_handler_name(name)}/{validate_key(key)}")
 
 
 def validate_result_version(version: object) -> str | None:

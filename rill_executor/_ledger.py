@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from ._claim import AsyncClaim, Claim
+from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
 from ._errors import ConfigError, UsageError
@@ -28,7 +28,7 @@ from ._housekeeping import (
     publish_ref,
     verify_ref,
 )
-from ._idempotent import IdempotentSpec, run_async, run_sync
+from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
@@ -111,6 +111,7 @@ class _LedgerBase:
     def _spec(
         self,
         fn: Callable[..., Any],
+        name: str | None,
         key: Callable[..., object],
         fingerprint: Callable[..., Any] | None,
         result_version: Callable[..., str | None] | str | None,
@@ -120,6 +121,7 @@ class _LedgerBase:
     ) -> IdempotentSpec:
         return IdempotentSpec.build(
             fn,
+            name=name,
             key=key,
             fingerprint=fingerprint,
             result_version=result_version,
@@ -179,14 +181,17 @@ class Ledger(_LedgerBase):
             attempt_id=attempt_id,
             lease=lease,
         )
-        outcome = self._core.claim_outcome(request, self.store.claim(request))
+        answer, resent = resend_once(lambda: self.store.claim(request))
+        outcome = self._core.claim_outcome(request, answer, resent=resent)
         if isinstance(outcome, (Replay, InProgress, Conflict)):
             return outcome
         return Claim(self._core, self.store, outcome, self.outputs)
 
-    def status(self, key: str) -> JobStatus | None:
-        """The job of ``key`` with all its attempts, or None if there is none."""
-        return self._core.status(self.store.status(self._core.job_id(key)))
+    def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
+        """The job of ``key`` with all its attempts, or None if there is none; ``handler``
+        (a decorated function or its name) looks up that handler's job for ``key``."""
+        job_id = self._core.job_id(stored_key(key, handler))
+        return self._core.status(self.store.status(job_id))
 
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
@@ -228,6 +233,7 @@ class Ledger(_LedgerBase):
         wait: Seconds | None = None,
         heartbeat: bool | Seconds = True,
         terminal: tuple[type[BaseException], ...] = (),
+        name: str | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Run the handler once per business key; duplicates get the committed result.
 
@@ -235,11 +241,14 @@ class Ledger(_LedgerBase):
         fingerprint defaults to all arguments. ``wait`` joins a running attempt for at most
         that long before raising ``JobInProgress``. ``heartbeat`` renews the lease every
         lease/3 (or the given interval). ``terminal`` exceptions are replayed, not re-run.
+        ``name`` scopes the handler's jobs (default: its module and qualified name): they
+        are stored under the key ``{name}/{key}``, so two handlers never replay each other's
+        results; set it to keep the jobs across a rename or move, or to share them.
         Works on ``def`` and ``async def`` (store calls then run in a worker thread).
         """
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-            spec = self._spec(fn, key, fingerprint, result_version, wait, heartbeat, terminal)
+            spec = self._spec(fn, name, key, fingerprint, result_version, wait, heartbeat, terminal)
             if inspect.iscoroutinefunction(fn):
                 threaded = self._as_async()
 
@@ -247,12 +256,14 @@ class Ledger(_LedgerBase):
                 async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
                     return await run_async(threaded, spec, args, kwargs)
 
+                setattr(async_wrapper, HANDLER_NAME, spec.name)
                 return async_wrapper  # type: ignore[return-value]
 
             @functools.wraps(fn)
             def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
                 return run_sync(self, spec, args, kwargs)  # type: ignore[no-any-return]
 
+            setattr(wrapper, HANDLER_NAME, spec.name)
             return wrapper
 
         return decorate
@@ -322,13 +333,15 @@ class AsyncLedger(_LedgerBase):
             attempt_id=attempt_id,
             lease=lease,
         )
-        outcome = self._core.claim_outcome(request, await self.store.claim(request))
+        answer, resent = await resend_once_async(lambda: self.store.claim(request))
+        outcome = self._core.claim_outcome(request, answer, resent=resent)
         if isinstance(outcome, (Replay, InProgress, Conflict)):
             return outcome
         return AsyncClaim(self._core, self.store, outcome, self.outputs)
 
-    async def status(self, key: str) -> JobStatus | None:
-        return self._core.status(await self.store.status(self._core.job_id(key)))
+    async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
+        job_id = self._core.job_id(stored_key(key, handler))
+        return self._core.status(await self.store.status(job_id))
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)
@@ -369,6 +382,7 @@ class AsyncLedger(_LedgerBase):
         wait: Seconds | None = None,
         heartbeat: bool | Seconds = True,
         terminal: tuple[type[BaseException], ...] = (),
+        name: str | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """As ``Ledger.idempotent``, for ``async def`` handlers."""
 
@@ -378,12 +392,13 @@ class AsyncLedger(_LedgerBase):
                     f"AsyncLedger.idempotent needs an async def handler, got {fn.__qualname__};"
                     " use Ledger.idempotent for plain functions"
                 )
-            spec = self._spec(fn, key, fingerprint, result_version, wait, heartbeat, terminal)
+            spec = self._spec(fn, name, key, fingerprint, result_version, wait, heartbeat, terminal)
 
             @functools.wraps(fn)
             async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
                 return await run_async(self, spec, args, kwargs)
 
+            setattr(wrapper, HANDLER_NAME, spec.name)
             return wrapper  # type: ignore[return-value]
 
         return decorate

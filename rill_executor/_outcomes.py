@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, overload
 
-from ._codec import decode_result
-from ._errors import JobFailed, JobInProgress, KeyConflict
+from pydantic import ValidationError
+
+from ._codec import adapter_for, type_name
+from ._errors import JobFailed, JobInProgress, KeyConflict, UndecodableResult
 from ._records import ErrorInfo
 
 __all__ = ["Conflict", "InProgress", "Replay", "raise_for_outcome"]
@@ -42,9 +44,23 @@ class Replay:
     @overload
     def result(self, type_: type[T]) -> T: ...
     def result(self, type_: Any = Any) -> Any:
-        """The stored result validated as ``type_``; raises ``JobFailed`` for a failure."""
+        """The stored result validated as ``type_``; raises ``JobFailed`` for a failure and
+        ``UndecodableResult`` for a result stored by a handler with another return type."""
         self.raise_for_failure()
-        return decode_result(self.result_json or "null", type_)
+        try:
+            return adapter_for(type_).validate_json(self.result_json or "null")
+        except ValidationError as exc:
+            name = type_name(type_)
+            raise UndecodableResult(
+                f"the result committed for key {self.key!r} in namespace {self.namespace!r}"
+                f" (result version {self.result_version!r}) does not validate as {name}:"
+                f" {exc.errors(include_url=False)[0]['msg']}. The handler's return type changed"
+                " since it was committed: give the new type a new result_version, or resolve"
+                " the key so that it runs again",
+                namespace=self.namespace,
+                key=self.key,
+                type_name=name,
+            ) from exc
 
     def raise_for_failure(self) -> None:
         if self.succeeded:

@@ -481,11 +481,11 @@ class StoreConformance:
         ledger = driver.ledger(namespace, lease=0.3)
         seen: list[Any] = []
 
-        @ledger.idempotent(key=lambda k: k)
+        @ledger.idempotent(key=lambda k: k, name="slow")
         def slow(k: str) -> str:
             for _ in range(4):
                 time.sleep(0.25)
-                seen.append(ledger.claim(k, fingerprint=fingerprint_of({"k": k})))
+                seen.append(ledger.claim(f"slow/{k}", fingerprint=fingerprint_of({"k": k})))
             return "survived"
 
         assert slow("k") == "survived"
@@ -497,10 +497,10 @@ class StoreConformance:
         ledger = driver.ledger(namespace, lease=0.3)
         fingerprint = fingerprint_of({"k": "k"})
 
-        @ledger.idempotent(key=lambda k: k, heartbeat=False)
+        @ledger.idempotent(key=lambda k: k, heartbeat=False, name="slow")
         def slow(k: str) -> str:
             time.sleep(0.45)
-            rival = ledger.claim(k, fingerprint=fingerprint)
+            rival = ledger.claim(f"slow/{k}", fingerprint=fingerprint)
             assert is_claim(rival)
             rival.commit("winner")
             return "zombie"
@@ -508,7 +508,7 @@ class StoreConformance:
         with pytest.raises(StaleAttempt) as err:
             slow("k")
         assert err.value.reason == "superseded"
-        assert ledger.claim("k", fingerprint=fingerprint).result() == "winner"
+        assert ledger.claim("slow/k", fingerprint=fingerprint).result() == "winner"
 
     def test_lifecycle_matches_the_reference_model(
         self, driver: LedgerDriver, namespace: str
@@ -817,7 +817,7 @@ class StoreConformance:
             assert len(winners) == 1, f"{key} answered with different results: {winners}"
         ledger = driver.ledger(namespace, lease=30)
         for key in keys:
-            status = ledger.status(key)
+            status = ledger.status(key, handler="race")
             assert status is not None and status.state is JobState.SUCCEEDED
             assert [a.outcome for a in status.attempts] == [AttemptOutcome.SUCCEEDED]
 
@@ -842,7 +842,7 @@ class StoreConformance:
                 os.kill(child.pid, signal.SIGSTOP)
                 time.sleep(lease * 1.6)
                 ledger = driver.ledger(namespace, lease=30)
-                b = ledger.claim("zombie-key", fingerprint=fingerprint_of({"k": "zombie-key"}))
+                b = ledger.claim("zombie/zombie-key", fingerprint=fingerprint_of({"k": "zombie-key"}))
                 assert is_claim(b), b
                 assert b.fence == a["fence"] + 1
                 b.commit("winner")
@@ -853,7 +853,7 @@ class StoreConformance:
             finally:
                 os.kill(child.pid, signal.SIGCONT)
         assert report == {"lost_seen_by_handler": True, "commit": "StaleAttempt:superseded"}
-        status = ledger.status("zombie-key")
+        status = ledger.status("zombie-key", handler="zombie")
         assert status is not None and status.result == "winner"
         assert [(x.attempt_id, x.outcome) for x in status.attempts] == [
             (a["attempt_id"], AttemptOutcome.EXPIRED),

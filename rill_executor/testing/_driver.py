@@ -140,12 +140,12 @@ class DrivenLedger:
         outcome = self._portal.call(self.ledger.claim(key, **options))
         return BlockingClaim(self._portal, outcome) if isinstance(outcome, AsyncClaim) else outcome
 
-    def status(self, key: Any) -> JobStatus | None:
+    def status(self, key: Any, **options: Any) -> JobStatus | None:
         if self._portal is None:
             assert isinstance(self.ledger, Ledger)
-            return self.ledger.status(key)
+            return self.ledger.status(key, **options)
         assert isinstance(self.ledger, AsyncLedger)
-        return self._portal.call(self.ledger.status(key))
+        return self._portal.call(self.ledger.status(key, **options))
 
     def __getattr__(self, name: str) -> Any:
         """Any other ledger method (audit, collect_orphans, verify, publish…), blocking."""

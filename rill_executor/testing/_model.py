@@ -32,6 +32,7 @@ class _Model:
     retryable: bool = False
     result: Any = None
     outcomes: dict[int, str] = field(default_factory=dict)  # fence -> attempt outcome
+    finished: tuple[int, Any] | None = None  # (fence, completion) that ended the job
 
     def expect_claim(self, fp: str) -> str:
         if self.state is None:
@@ -49,11 +50,16 @@ class _Model:
             self.outcomes[self.fence] = "expired"
         self.fence += 1
         self.state, self.fingerprint, self.live = "processing", fp, live
+        self.finished = None
         self.outcomes[self.fence] = "running"
         return self.fence
 
-    def may_write(self, fence: int) -> bool:
-        return self.state == "processing" and fence == self.fence and self.live
+    def may_write(self, fence: int, completion: Any = None) -> bool:
+        """The owner's live lease; or a finish repeated by the attempt that finished the
+        job, with the same completion (a resend after a lost reply: invariant 13)."""
+        if self.state == "processing" and fence == self.fence and self.live:
+            return True
+        return completion is not None and self.finished == (fence, completion)
 
 
 @dataclass
@@ -101,8 +107,8 @@ def lifecycle_machine(ledger: DrivenLedger) -> type[RuleBasedStateMachine]:
             assert outcome.fence == fence
             return _Held(outcome, fence)
 
-        def _write(self, held: _Held, action: Any) -> bool:
-            allowed = self.model.may_write(held.fence)
+        def _write(self, held: _Held, action: Any, completion: Any = None) -> bool:
+            allowed = self.model.may_write(held.fence, completion)
             try:
                 action()
             except StaleAttempt:
@@ -117,17 +123,21 @@ def lifecycle_machine(ledger: DrivenLedger) -> type[RuleBasedStateMachine]:
 
         @rule(held=claims, value=st.integers(-5, 5))
         def commit(self, held: _Held, value: int) -> None:
-            if self._write(held, lambda: held.claim.commit(value)):
+            completion = ("succeeded", value)
+            if self._write(held, lambda: held.claim.commit(value), completion):
                 m = self.model
                 m.state, m.result, m.live = "succeeded", value, False
                 m.outcomes[held.fence] = "succeeded"
+                m.finished = (held.fence, completion)
 
         @rule(held=claims, retryable=st.booleans())
         def fail(self, held: _Held, retryable: bool) -> None:
-            if self._write(held, lambda: held.claim.fail("boom", retryable=retryable)):
+            completion = ("failed", retryable)
+            if self._write(held, lambda: held.claim.fail("boom", retryable=retryable), completion):
                 m = self.model
                 m.state, m.retryable, m.live = "failed", retryable, False
                 m.outcomes[held.fence] = "failed"
+                m.finished = (held.fence, completion)
 
         @invariant()
         def store_matches_model(self) -> None:

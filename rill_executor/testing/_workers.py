@@ -63,7 +63,7 @@ def race(
     if mode == "sync":
         ledger = Ledger(url, namespace=namespace, lease=30)
 
-        @ledger.idempotent(key=lambda key: key, heartbeat=False)
+        @ledger.idempotent(key=lambda key: key, heartbeat=False, name="race")
         def handle(key: str) -> dict[str, Any]:
             return _side_effect(fd, key)
 
@@ -83,7 +83,7 @@ def race(
         async def main() -> None:
             ledger = AsyncLedger(url, namespace=namespace, lease=30)
 
-            @ledger.idempotent(key=lambda key: key, heartbeat=False)
+            @ledger.idempotent(key=lambda key: key, heartbeat=False, name="race")
             async def handle(key: str) -> dict[str, Any]:
                 return await asyncio.to_thread(_side_effect, fd, key)
 
@@ -122,7 +122,7 @@ def zombie(url: str, namespace: str, mode: str, key: str, lease: float) -> None:
     if mode == "sync":
         ledger = Ledger(url, namespace=namespace, lease=lease)
 
-        @ledger.idempotent(key=lambda k: k, heartbeat=lease / 4)
+        @ledger.idempotent(key=lambda k: k, heartbeat=lease / 4, name="zombie")
         def handle(k: str) -> str:
             claim = current_claim()
             announce(claim.attempt_id, claim.fence)
@@ -141,7 +141,7 @@ def zombie(url: str, namespace: str, mode: str, key: str, lease: float) -> None:
         async def main() -> None:
             ledger = AsyncLedger(url, namespace=namespace, lease=lease)
 
-            @ledger.idempotent(key=lambda k: k, heartbeat=lease / 4)
+            @ledger.idempotent(key=lambda k: k, heartbeat=lease / 4, name="zombie")
             async def handle(k: str) -> str:
                 claim = current_async_claim()
                 await asyncio.to_thread(announce, claim.attempt_id, claim.fence)
