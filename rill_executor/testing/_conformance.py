@@ -7,6 +7,7 @@ Every test body runs twice, through ``Ledger`` and through ``AsyncLedger`` (see
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import signal
@@ -16,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from .._errors import (
     InvalidKey,
     InvalidOutputName,
     InvalidPayload,
+    InvalidResult,
     JobFailed,
     JobInProgress,
     KeyConflict,
@@ -39,7 +41,9 @@ from .._errors import (
     ResultNotSerializable,
     ResultTooLarge,
     StaleAttempt,
+    StoreUnavailable,
     TerminalError,
+    UndecodableResult,
 )
 from .._housekeeping import ObjectState
 from .._keys import MAX_KEY_BYTES, fingerprint_of
@@ -63,6 +67,11 @@ class Transcoded(BaseModel):
     frames: int
 
 
+class Measured(BaseModel):
+    uri: str
+    seconds: float
+
+
 def _stable(status: JobStatus | None) -> dict[str, Any] | None:
     """A status without the fields that move with the clock alone."""
     if status is None:
@@ -82,6 +91,58 @@ def _counting(store: Any, calls: Counter[str]) -> Any:
             return call
 
     return Counting()
+
+
+class _LosingReplies:
+    """Wraps a store so that the first ``times`` replies to ``operations`` are lost: each
+    call is applied (or, with ``apply=False``, never arrives), then ``StoreUnavailable``."""
+
+    def __init__(self, *operations: str, times: int = 1, apply: bool = True) -> None:
+        self.operations, self.times, self.apply = operations, times, apply
+        self.calls = 0
+        self.lost_by: Counter[str] = Counter()
+
+    @property
+    def lost(self) -> int:
+        return sum(self.lost_by.values())
+
+    def _lose(self, operation: str) -> bool:
+        if self.lost_by[operation] >= self.times:
+            return False
+        self.lost_by[operation] += 1
+        return True
+
+    def wrap(self, store: Any) -> Any:
+        losing = self
+
+        class Losing:
+            def __getattr__(self, name: str) -> Any:
+                target = getattr(store, name)
+                if name not in losing.operations:
+                    return target
+                if inspect.iscoroutinefunction(target):
+
+                    async def acall(*args: Any) -> Any:
+                        losing.calls += 1
+                        if losing._lose(name):
+                            if losing.apply:
+                                await target(*args)
+                            raise StoreUnavailable(f"connection lost before the {name} reply")
+                        return await target(*args)
+
+                    return acall
+
+                def call(*args: Any) -> Any:
+                    losing.calls += 1
+                    if losing._lose(name):
+                        if losing.apply:
+                            target(*args)
+                        raise StoreUnavailable(f"connection lost before the {name} reply")
+                    return target(*args)
+
+                return call
+
+        return Losing()
 
 
 class StoreConformance:
@@ -524,6 +585,183 @@ class StoreConformance:
             ),
         )
 
+    # -- what a handler returns is stored only if it replays (invariant 11) ----------------
+
+    def test_a_result_that_would_not_replay_is_never_committed(self, ledger: DrivenLedger) -> None:
+        runs: Counter[str] = Counter()
+        wrong: dict[str, Any] = {
+            "missing-field": {"uri": "s3://out/A/1"},
+            "none": None,
+            "nan": Measured(uri="s3://out/A/1", seconds=float("nan")),  # JSON stores null
+        }
+
+        @ledger.idempotent(key=lambda case: case, name="measure")
+        def measure(case: str) -> Measured:
+            runs[case] += 1
+            if case == "fields-as-dict":
+                return {"uri": "s3://out/A/1", "seconds": 1.5}  # type: ignore[return-value]
+            return wrong[case]  # type: ignore[no-any-return]
+
+        for case in wrong:
+            with pytest.raises(InvalidResult, match="handler measure") as err:
+                measure(case)
+            assert "Measured" in str(err.value), err.value
+            status = ledger.status(case, handler=measure)
+            assert status is not None and status.state is JobState.FAILED, status
+            assert status.error is not None and status.error.type == "InvalidResult"
+            assert not status.error.retryable
+            assert [(a.outcome, a.error and a.error.type) for a in status.attempts] == [
+                (AttemptOutcome.FAILED, "InvalidResult")
+            ]
+            with pytest.raises(JobFailed, match="InvalidResult"):
+                measure(case)
+            assert runs[case] == 1
+        missing = ledger.status("missing-field", handler=measure)
+        assert missing is not None and "seconds" in str(missing.error)
+        measure("fields-as-dict")
+        assert measure("fields-as-dict") == Measured(uri="s3://out/A/1", seconds=1.5)
+        assert runs["fields-as-dict"] == 1
+
+    def test_a_result_stored_under_an_older_return_type_says_what_to_do(
+        self, ledger: DrivenLedger
+    ) -> None:
+        @ledger.idempotent(key=lambda video: video, name="probe")
+        def probe_v1(video: str) -> int:
+            return 250
+
+        @ledger.idempotent(key=lambda video: video, name="probe")
+        def probe_v2(video: str) -> Transcoded:
+            raise AssertionError("a replay must not run the handler")
+
+        assert probe_v1("A") == 250
+        with pytest.raises(UndecodableResult, match="result_version") as err:
+            probe_v2("A")
+        assert err.value.type_name == "Transcoded" and err.value.key == "probe/A"
+
+    # -- once the handler ran, its attempt ends recorded (invariant 11) --------------------
+
+    @pytest.mark.parametrize("problem", ["too_large", "not_serialisable"])
+    def test_an_unstorable_result_is_a_recorded_terminal_failure(
+        self, driver: LedgerDriver, namespace: str, problem: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, max_result_bytes=100)
+        runs: list[str] = []
+
+        @ledger.idempotent(key=lambda k: k, name="h")
+        def handler(k: str) -> Any:
+            runs.append(k)
+            return "x" * 200 if problem == "too_large" else object()
+
+        expected = ResultTooLarge if problem == "too_large" else ResultNotSerializable
+        with pytest.raises(expected) as err:
+            handler("k")
+        assert any("terminal failure" in note for note in err.value.__notes__)
+        status = ledger.status("k", handler="h")
+        assert status is not None and status.state is JobState.FAILED and status.owner is None
+        assert [(a.outcome, a.error and a.error.type) for a in status.attempts] == [
+            (AttemptOutcome.FAILED, expected.__name__)
+        ]
+        with pytest.raises(JobFailed):
+            handler("k")
+        assert runs == ["k"]
+
+    # -- a decorated handler's jobs are its own (invariant 12) -----------------------------
+
+    def test_two_handlers_never_replay_each_others_results(self, ledger: DrivenLedger) -> None:
+        @ledger.idempotent(key=lambda order: order)
+        def charge(order: str) -> str:
+            return f"charged {order}"
+
+        @ledger.idempotent(key=lambda order: order)
+        def refund(order: str) -> str:
+            return f"refunded {order}"
+
+        @ledger.idempotent(key=lambda order: order, name=refund.__rill_handler__)  # type: ignore[attr-defined]
+        def refund_moved(order: str) -> str:
+            raise AssertionError("the same name shares the jobs: this must replay")
+
+        assert charge("o-1") == "charged o-1"
+        assert refund("o-1") == "refunded o-1"
+        assert refund_moved("o-1") == "refunded o-1"
+        assert ledger.status("o-1") is None  # explicit claims of "o-1" stay unaffected
+        charged = ledger.status("o-1", handler=charge)
+        assert charged is not None and charged.result == "charged o-1"
+        assert charged.key == f"{charge.__rill_handler__}/o-1"  # type: ignore[attr-defined]
+
+    # -- a lost reply is neither a false error nor a long wait (invariant 13) --------------
+
+    @pytest.mark.parametrize("operation", ["claim", "heartbeat", "finish"])
+    def test_an_applied_call_whose_reply_was_lost_is_resent_and_recognised(
+        self, driver: LedgerDriver, namespace: str, operation: str
+    ) -> None:
+        losing = _LosingReplies(operation)
+        ledger = driver.ledger(namespace, lease=30, wrap=losing.wrap)
+        claim = ledger.claim("k")
+        assert is_claim(claim) and claim.fence == 1
+        claim.heartbeat()
+        claim.commit("done")
+        assert losing.lost == 1 and losing.calls == 2
+        status = ledger.status("k")
+        assert status is not None and status.state is JobState.SUCCEEDED
+        assert status.result == "done" and status.fence == 1
+        assert [(a.fence, a.outcome) for a in status.attempts] == [(1, AttemptOutcome.SUCCEEDED)]
+
+    def test_a_decorated_call_survives_lost_replies(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        losing = _LosingReplies("claim", "finish")
+        ledger = driver.ledger(namespace, lease=30, wrap=losing.wrap)
+        runs: list[str] = []
+
+        @ledger.idempotent(key=lambda k: k, name="h")
+        def handler(k: str) -> str:
+            runs.append(k)
+            return f"done {k}"
+
+        assert handler("k") == "done k" and runs == ["k"]
+        assert losing.lost == 2
+        status = ledger.status("k", handler="h")
+        assert status is not None and status.state is JobState.SUCCEEDED
+        assert [a.outcome for a in status.attempts] == [AttemptOutcome.SUCCEEDED]
+
+    def test_a_finish_repeated_with_the_same_completion_is_applied_another_is_stale(
+        self, ledger: DrivenLedger
+    ) -> None:
+        claim = ledger.claim("k")
+        claim.commit({"uri": "s3://out/1"})
+        claim.commit({"uri": "s3://out/1"})  # the same attempt, fence and completion
+        rivals: list[Callable[[], None]] = [
+            lambda: claim.commit({"uri": "s3://out/2"}),
+            lambda: claim.fail("x", retryable=True),
+        ]
+        for write in rivals:
+            with pytest.raises(StaleAttempt) as err:
+                write()
+            assert err.value.reason == "finished"
+        status = ledger.status("k")
+        assert status is not None and status.result == {"uri": "s3://out/1"}
+        assert [a.outcome for a in status.attempts] == [AttemptOutcome.SUCCEEDED]
+
+    def test_only_the_librarys_own_resend_may_take_back_its_claim(
+        self, ledger: DrivenLedger
+    ) -> None:
+        """A caller reusing a live attempt id is in progress, never a second owner."""
+        first = ledger.claim("k", attempt_id="dispatch-1")
+        again = ledger.claim("k", attempt_id="dispatch-1")
+        assert isinstance(again, InProgress) and again.fence == first.fence
+
+    def test_a_finish_lost_twice_says_the_outcome_is_not_recorded(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        losing = _LosingReplies("finish", times=2, apply=False)
+        ledger = driver.ledger(namespace, lease=30, wrap=losing.wrap)
+        claim = ledger.claim("k")
+        with pytest.raises(StoreUnavailable, match="NOT recorded") as err:
+            claim.commit("done")
+        assert "lease runs out" in str(err.value)
+        status = ledger.status("k")
+        assert status is not None and status.state is JobState.PROCESSING
+
     # -- more fencing, conflicts, retention and identity ------------------------------------
 
     # -- fencing with a caller-chosen attempt id --------------------------------------------
@@ -842,7 +1080,9 @@ class StoreConformance:
                 os.kill(child.pid, signal.SIGSTOP)
                 time.sleep(lease * 1.6)
                 ledger = driver.ledger(namespace, lease=30)
-                b = ledger.claim("zombie/zombie-key", fingerprint=fingerprint_of({"k": "zombie-key"}))
+                b = ledger.claim(
+                    "zombie/zombie-key", fingerprint=fingerprint_of({"k": "zombie-key"})
+                )
                 assert is_claim(b), b
                 assert b.fence == a["fence"] + 1
                 b.commit("winner")
@@ -859,6 +1099,43 @@ class StoreConformance:
             (a["attempt_id"], AttemptOutcome.EXPIRED),
             (b.attempt_id, AttemptOutcome.SUCCEEDED),
         ]
+
+    # -- a burst of first calls on a fresh store -----------------------------------------------
+    def test_a_burst_of_first_calls_on_a_fresh_store_grants_one_owner(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        """A store's very first calls may race to connect (a Cluster client maps its slots)."""
+        outcomes = _cold_burst(driver.url, driver.mode, namespace, size=20)
+        winners = [o for o in outcomes if is_claim(o)]
+        others = [o for o in outcomes if not is_claim(o)]
+        assert len(winners) == 1, outcomes
+        assert all(isinstance(o, InProgress) for o in others), others
+
+
+def _cold_burst(url: str, mode: str, namespace: str, size: int) -> list[Any]:
+    """``size`` concurrent first claims of one key on a store opened for them alone."""
+    import asyncio
+
+    from .._claim import AsyncClaim
+    from .._ledger import AsyncLedger, Ledger
+    from .._registry import open_async_store, open_store
+    from ._driver import BlockingClaim, Portal
+
+    if mode == "sync":
+        with Ledger(open_store(url), namespace=namespace, lease=30) as ledger:
+            return _herd(DrivenLedger(ledger, None), "cold", size)
+
+    async def burst() -> list[Any]:
+        async with AsyncLedger(open_async_store(url), namespace=namespace, lease=30) as ledger:
+            claims = [ledger.claim("cold") for _ in range(size)]
+            outcomes = await asyncio.gather(*claims, return_exceptions=True)
+        return [BlockingClaim(portal, o) if isinstance(o, AsyncClaim) else o for o in outcomes]
+
+    portal = Portal()
+    try:
+        return portal.call(burst())
+    finally:
+        portal.close()
 
 
 def _herd(ledger: DrivenLedger, key: str, size: int) -> list[Any]:

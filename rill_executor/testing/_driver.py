@@ -168,7 +168,7 @@ class DrivenLedger:
 
             wrapped = self.ledger.idempotent(**options)(handler)
 
-            @functools.wraps(fn)
+            @functools.wraps(wrapped)
             def call(*args: Any, **kwargs: Any) -> T:
                 return portal.call(wrapped(*args, **kwargs))
 
