@@ -1,0 +1,125 @@
+"""A TCP proxy that loses one reply: the request reaches the server, the reply never the client.
+
+Armed with a marker (bytes the request carries, e.g. the job id), it forwards the first
+request on any connection that carries the marker, then closes that connection when the
+server starts to answer it. With ``then`` (e.g. ``b"COMMIT"``), the cut waits for a later
+request carrying ``then`` on the same connection: a transaction is applied by its COMMIT.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+
+__all__ = ["CuttingProxy"]
+
+
+@dataclass
+class _Rule:
+    marker: bytes
+    then: bytes | None
+    fired: threading.Event = field(default_factory=threading.Event)
+
+
+class _Link:
+    def __init__(self, client: socket.socket, server: socket.socket) -> None:
+        self.client, self.server = client, server
+        self.seen_marker = False
+        self.doomed: _Rule | None = None  # the rule whose request this link carried
+
+    def close(self) -> None:
+        for sock in (self.client, self.server):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+
+class CuttingProxy:
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self._upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._rule: _Rule | None = None
+        self._links: list[_Link] = []
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, marker: str | bytes, then: bytes | None = None) -> threading.Event:
+        """Lose the reply to the next request carrying ``marker`` (or, with ``then``, to
+        the next request carrying ``then`` after it); the event is set once it is lost."""
+        raw = marker.encode() if isinstance(marker, str) else marker
+        rule = _Rule(raw, then)
+        with self._lock:
+            self._rule = rule
+        return rule.fired
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            links, self._links = self._links, []
+        for link in links:
+            link.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._upstream)
+            for sock in (client, server):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            link = _Link(client, server)
+            with self._lock:
+                self._links.append(link)
+            threading.Thread(target=self._requests, args=(link,), daemon=True).start()
+            threading.Thread(target=self._replies, args=(link,), daemon=True).start()
+
+    def _requests(self, link: _Link) -> None:
+        while True:
+            try:
+                chunk = link.client.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                link.close()
+                return
+            self._watch(link, chunk)
+            try:
+                link.server.sendall(chunk)
+            except OSError:
+                link.close()
+                return
+
+    def _watch(self, link: _Link, chunk: bytes) -> None:
+        with self._lock:
+            rule = self._rule
+            if rule is None or link.doomed:
+                return
+            if rule.marker in chunk:
+                link.seen_marker = True
+            if link.seen_marker and (rule.then is None or rule.then in chunk):
+                link.doomed = rule  # set before the request is forwarded: its reply is lost
+                self._rule = None
+
+    def _replies(self, link: _Link) -> None:
+        while True:
+            try:
+                chunk = link.server.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk or link.doomed:
+                link.close()
+                if link.doomed:
+                    link.doomed.fired.set()
+                return
+            try:
+                link.client.sendall(chunk)
+            except OSError:
+                link.close()
+                return
