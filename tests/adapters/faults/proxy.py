@@ -8,6 +8,7 @@ request carrying ``then`` on the same connection: a transaction is applied by it
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -30,10 +31,8 @@ class _Link:
 
     def close(self) -> None:
         for sock in (self.client, self.server):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
 

@@ -101,6 +101,4 @@ def test_a_decorated_call_whose_claim_reply_was_lost_runs_at_once(
     assert handler("k") == "done k" and runs == ["k"]
     assert lost.is_set()  # type: ignore[attr-defined]
     status = ledger.status("k", handler="h")
-    assert status is not None and [a.outcome for a in status.attempts] == [
-        AttemptOutcome.SUCCEEDED
-    ]
+    assert status is not None and [a.outcome for a in status.attempts] == [AttemptOutcome.SUCCEEDED]
