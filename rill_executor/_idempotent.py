@@ -120,7 +120,9 @@ class IdempotentSpec:
             interval = to_us(heartbeat, "heartbeat") / 1e6
         wait_s = None if wait is None else to_us(wait, "wait") / 1e6
         try:
-            label = validate_handler_name(name or f"{fn.__module__}.{fn.__qualname__}")
+            label = validate_handler_name(
+                f"{fn.__module__}.{fn.__qualname__}" if name is None else name
+            )
         except InvalidKey as exc:
             raise ConfigError(f"idempotent(name=...): {exc}") from None
         spec = cls(
