@@ -1,13 +1,16 @@
 """redis-py clients for a store URL, with the adapter's timeouts and resend policy.
 
-Resend policy: a command is sent again once, at once, after a *connection* error (the
-server or the network closed the connection: a restart, ``CLIENT KILL``, an idle timeout
-of a proxy) and never after a timeout; Cluster clients also retry once after refreshing
-their slot map (a failover, ``CLUSTERDOWN``). A lost reply leaves it open whether the
-first send was applied, and a resend of an applied call is harmless by construction:
-a resent claim finds its own attempt holding the lease and answers in progress (the job
-runs after the lease, never twice), a resent heartbeat extends the lease again, a resent
-commit is rejected as stale and the committed result is replayed to the next duplicate.
+Resend policy: redis-py never sends an operation's script a second time. A connection
+error or a timeout leaves it open whether the script ran, and only the ledger knows how
+to resend safely: it resends a claim, heartbeat or finish once, as a resend, and a store
+that finds the resend's own attempt already applied answers as the first send would have.
+A resend hidden inside the driver would instead look like a second caller (a claim would
+answer in progress to its own attempt, and the work would wait out the lease). So a
+connection error surfaces at once as ``StoreUnavailable``.
+
+Cluster clients still follow ``MOVED`` and ``ASK`` (the script did not run on the node
+that redirected it) and refresh their slot map on the next call after a connection
+error; they never re-execute a call that failed.
 
 Timeouts: 5 s to connect, 10 s for a reply, unless the URL says otherwise: a dead peer
 ends in ``StoreUnavailable`` instead of a call that hangs.
@@ -22,7 +25,6 @@ import redis.asyncio.retry
 import redis.cluster
 import redis.retry
 from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ._url import StoreUrl
 
@@ -31,13 +33,13 @@ __all__ = ["AsyncClient", "SyncClient", "async_client", "sync_client"]
 SyncClient = redis.Redis | redis.cluster.RedisCluster
 AsyncClient = redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster
 
-_RESENDS = 1
+_RESENDS = 0  # see the module docs: the ledger resends, knowing it does
 _SOCKET_TIMEOUT = 10.0
 _CONNECT_TIMEOUT = 5.0
 
 
 def sync_client(url: StoreUrl) -> SyncClient:
-    retry = redis.retry.Retry(NoBackoff(), _RESENDS, supported_errors=(RedisConnectionError,))
+    retry = redis.retry.Retry(NoBackoff(), _RESENDS)
     if url.cluster:
         return redis.cluster.RedisCluster.from_url(
             url.client_url,
@@ -54,9 +56,7 @@ def sync_client(url: StoreUrl) -> SyncClient:
 
 
 def async_client(url: StoreUrl) -> AsyncClient:
-    retry = redis.asyncio.retry.Retry(
-        NoBackoff(), _RESENDS, supported_errors=(RedisConnectionError,)
-    )
+    retry = redis.asyncio.retry.Retry(NoBackoff(), _RESENDS)
     if url.cluster:
         return redis.asyncio.cluster.RedisCluster.from_url(
             url.client_url,

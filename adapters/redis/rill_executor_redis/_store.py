@@ -9,10 +9,16 @@ Cluster) and sends the ``EVALSHA`` once more. The twins share the arguments they
 The command goes through the client's ``evalsha``: redis-py's connection pool, retry
 policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of its
 ``Script`` objects.
+
+An asyncio Cluster client loads its slot map on first use, and redis-py lets a burst of
+first calls race to do it: some are sent before the map exists, and the re-mapping that
+follows closes connections other calls are using. ``AsyncRedisStore`` loads the map
+once, under a lock, before its first call goes out.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import redis.asyncio.cluster
@@ -76,7 +82,8 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
         parsed = parse_url(url)
-        client = sync_client(parsed)
+        with wrap_errors("connection", parsed.where):  # a Cluster client connects here
+            client = sync_client(parsed)
         try:
             return cls(client, durability=parsed.durability, where=parsed.where)
         except BaseException:  # the check at open failed: do not leak the connections
@@ -138,6 +145,8 @@ class AsyncRedisStore:
     def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
         self.client = client
         self.where = where or _describe(client)
+        self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
+        self._mapping = asyncio.Lock()
 
     @classmethod
     def from_url(cls, url: str) -> AsyncRedisStore:
@@ -146,6 +155,7 @@ class AsyncRedisStore:
         return cls(async_client(parsed), where=parsed.where)
 
     async def deployment(self) -> Deployment:
+        await self._map_slots()
         with wrap_errors("durability check", self.where):
             return await aprobe(self.client, self.where)
 
@@ -179,6 +189,8 @@ class AsyncRedisStore:
 
     async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
         """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        if not self._mapped:
+            await self._map_slots()
         lua = script(op)
         keys = job_keys(job_id)
         try:
@@ -187,11 +199,26 @@ class AsyncRedisStore:
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
                 await self.client.script_load(lua.source)
                 return await self.client.evalsha(lua.sha, 2, *keys, *args)
-        except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
+        except _ASYNC_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
+
+    async def _map_slots(self) -> None:
+        """A Cluster client's first connection and slot map, made by one call alone."""
+        async with self._mapping:
+            if self._mapped:
+                return
+            assert isinstance(self.client, redis.asyncio.cluster.RedisCluster)
+            with wrap_errors("connection", self.where):
+                await self.client.initialize()
+            self._mapped = True
 
     def __repr__(self) -> str:
         return f"<AsyncRedisStore {self.where}>"
+
+
+# redis-py's asyncio Cluster client can raise AttributeError when a connection is closed
+# under a call (see the module docs): a lost connection, not a bug of the caller.
+_ASYNC_ERRORS = (*REDIS_ERRORS, AttributeError)
 
 
 def open_redis_store(url: str) -> RedisStore:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from importlib.metadata import entry_points
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -12,11 +15,11 @@ import redis.asyncio.cluster
 import redis.cluster
 
 import rill_executor_redis
-from rill_executor import ConfigError, Ledger, open_async_store, open_store
+from rill_executor import AsyncLedger, ConfigError, Ledger, open_async_store, open_store
 from rill_executor.store import AsyncStore, Store, StoreUnavailable
 from rill_executor_redis import AsyncRedisStore, RedisStore
 
-from .conftest import QUIET, free_port, with_query
+from .conftest import QUIET, RedisServer, free_port, with_query
 
 SCHEMES = {"redis", "rediss", "redis+cluster", "rediss+cluster"}
 
@@ -80,10 +83,66 @@ def test_bad_urls_are_config_errors() -> None:
 
 def test_an_unreachable_server_is_unavailable_and_the_password_stays_secret() -> None:
     url = f"redis://user:s3cret-pw@127.0.0.1:{free_port()}/0?{QUIET}"
-    ledger = Ledger(url, namespace="down", lease=30)
-    with pytest.raises(StoreUnavailable) as err:
-        ledger.claim("k")
-    assert "did not answer the claim" in str(err.value)
+    with pytest.raises(StoreUnavailable) as err:  # at open, or at the first call
+        Ledger(url, namespace="down", lease=30).claim("k")
+    assert "is not reachable" in str(err.value)
     assert "s3cret-pw" not in str(err.value)
     with pytest.raises(StoreUnavailable):
         open_store(url.replace(QUIET, "durability=warn"))  # the check at open needs Redis
+
+
+OPENERS = [open_store, open_async_store, RedisStore.from_url, AsyncRedisStore.from_url]
+
+
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
+def test_a_bad_redis_py_option_names_the_option_and_a_valid_value(scheme: str) -> None:
+    url = f"{scheme}://127.0.0.1:{free_port()}?socket_timeout=abc&{QUIET}"
+    for opener in OPENERS:
+        with pytest.raises(ConfigError, match=r"socket_timeout='abc' .* socket_timeout=5"):
+            opener(url)
+
+
+def test_a_cluster_url_needs_a_node() -> None:
+    with pytest.raises(ConfigError, match=r"names no node.*redis\+cluster://node-1"):
+        open_store(f"redis+cluster://?{QUIET}")
+
+
+def _first_claim(url: str) -> None:
+    async def claim() -> None:
+        async with AsyncLedger(url, namespace=f"o{uuid.uuid4().hex[:12]}", lease=30) as ledger:
+            await ledger.claim("k")
+
+    asyncio.run(claim())
+
+
+@pytest.mark.parametrize("scheme", ["redis", "redis+cluster"])
+def test_a_refused_connection_at_open_says_where_and_how_to_check(scheme: str) -> None:
+    port = free_port()
+    url = f"{scheme}://127.0.0.1:{port}"
+    for open_it in (open_store, open_async_store, lambda u: _first_claim(with_query(u, QUIET))):
+        with pytest.raises(StoreUnavailable) as err:
+            open_it(url)
+        message = str(err.value)
+        assert f"Redis at 127.0.0.1:{port}" in message and "is not reachable" in message
+        assert f"redis-cli -h 127.0.0.1 -p {port} ping" in message
+        assert "nothing was sent" in message and "applied" not in message
+
+
+def test_a_cluster_url_on_a_standalone_server_is_a_config_error(redis_url: str) -> None:
+    url = f"redis+cluster://{urlsplit(redis_url).netloc}?{QUIET}"
+    for open_it in (open_store, _first_claim):
+        with pytest.raises(ConfigError, match=r"is not a Redis Cluster node.*use redis://"):
+            open_it(url)
+
+
+def test_a_cluster_that_does_not_cover_its_slots_says_how_to_check_it(tmp_path: Path) -> None:
+    node = RedisServer(tmp_path, "--cluster-enabled", "yes", "--cluster-config-file", "n.conf")
+    try:  # a cluster node that was never given slots
+        url = f"redis+cluster://127.0.0.1:{node.port}?{QUIET}"
+        for open_it in (open_store, _first_claim):
+            with pytest.raises(StoreUnavailable) as err:
+                open_it(url)
+            assert "slots are not covered" in str(err.value)
+            assert f"redis-cli --cluster check 127.0.0.1:{node.port}" in str(err.value)
+    finally:
+        node.stop()
