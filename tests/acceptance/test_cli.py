@@ -41,7 +41,7 @@ def test_schema_upgrade_applies_once(postgres_url: str) -> None:
     try:
         url = base.set(database=name).render_as_string(hide_password=False)
         first = run("schema", "upgrade", "--store", url)
-        assert first.returncode == 0 and "schema upgraded to version 2" in first.stdout, first
+        assert first.returncode == 0 and "schema upgraded to version 3" in first.stdout, first
         again = run("schema", "upgrade", "--store", url)
         assert again.returncode == 0 and "up to date" in again.stdout
     finally:
@@ -63,3 +63,23 @@ def test_bad_store_urls_exit_2_with_one_line(url: str, message: str) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb"])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"database": "no_such_db_xyz"}, "the database 'no_such_db_xyz' does not exist"),
+        ({"username": "no_such_role"}, "the server refused these credentials"),
+    ],
+)
+def test_schema_upgrade_on_a_missing_database_or_role_says_so(
+    request: pytest.FixtureRequest, server: str, change: dict[str, str], message: str
+) -> None:
+    base = make_url(request.getfixturevalue(f"{server}_url"))
+    url = base.set(**change).render_as_string(hide_password=False)  # type: ignore[arg-type]
+    done = run("schema", "upgrade", "--store", url)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ") and message in done.stderr
+    if "username" in change:
+        assert "schema upgrade" not in done.stderr

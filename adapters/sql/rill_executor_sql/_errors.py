@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import exc as sa
 
+from rill_executor import ConfigError
 from rill_executor.store import SchemaMissing, StoreError, StoreUnavailable
 
 __all__ = ["is_race", "wrap_errors"]
@@ -14,11 +16,37 @@ __all__ = ["is_race", "wrap_errors"]
 # MariaDB: duplicate key (two first claims raced), deadlock, lock wait timeout.
 _RACE_CODES = {1062, 1213, 1205}
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
+# Refused at connect: PostgreSQL (psycopg gives no SQLSTATE there) and MariaDB error codes.
+_NO_DATABASE = re.compile(r'database "([^"]+)" does not exist|Unknown database \'([^\']+)\'')
+_AUTH_CODES = {1044, 1045, 1698}  # access denied: to the database, for the user, by plugin
+_AUTH = re.compile(
+    r'role "[^"]+" does not exist|password authentication failed|no pg_hba\.conf entry'
+)
 
 
 def _code(exc: sa.DBAPIError) -> int | None:
     args = getattr(exc.orig, "args", ())
     return args[0] if args and isinstance(args[0], int) else None
+
+
+def _refused(exc: sa.DBAPIError, where: str) -> ConfigError | None:
+    """A connection the server refused for good: no such database, or not these credentials."""
+    message = str(exc.orig).strip()
+    missing = _NO_DATABASE.search(message)
+    if missing:
+        postgres, mariadb = missing.groups()
+        create = f"`createdb {postgres}`" if postgres else f"`CREATE DATABASE {mariadb}`"
+        return ConfigError(
+            f"{where}: the database {postgres or mariadb!r} does not exist ({message}). Create"
+            f" it ({create}), then run `rill-executor schema upgrade --store URL`; or fix the"
+            " database name in the URL"
+        )
+    if _code(exc) in _AUTH_CODES or _AUTH.search(message):
+        return ConfigError(
+            f"{where}: the server refused these credentials ({message}). Fix the user name or"
+            " password in the URL, or create that user and grant it this database"
+        )
+    return None
 
 
 def is_race(exc: BaseException) -> bool:
@@ -39,6 +67,9 @@ def wrap_errors(where: str) -> Iterator[None]:
         ) from exc
     except sa.DBAPIError as exc:
         message = str(exc.orig)
+        refused = _refused(exc, where)
+        if refused:
+            raise refused from exc
         if any(hint in message for hint in _MISSING_TABLE):
             raise SchemaMissing(
                 f"{where} has no rill-executor schema ({message.strip()}); run"

@@ -222,8 +222,8 @@ class AsyncSqlStore:
         if self._upgrade_on_open:
             await self.upgrade()
         else:
-            async with self.engine.connect() as conn:
-                with wrap_errors(self._where):
+            with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
+                async with self.engine.connect() as conn:
                     version = await conn.run_sync(_schema.installed_version)
             problem = _schema_problem(version)
             if problem:
