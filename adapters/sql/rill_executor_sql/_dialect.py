@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +11,7 @@ from sqlalchemy import ColumnElement, Engine, create_engine, event, literal_colu
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from rill_executor import ConfigError
 from rill_executor.store import StoreError
 
 __all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
@@ -20,6 +23,7 @@ _NOW = {
 }
 _SYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "pysqlite", "mysql": "pymysql"}
 _ASYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "aiosqlite", "mysql": "aiomysql"}
+_EXTRA = {"postgresql": "postgres", "mysql": "mariadb"}
 
 
 @dataclass(frozen=True)
@@ -109,13 +113,28 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+@contextmanager
+def _driver_installed(family: str) -> Iterator[None]:
+    """SQLAlchemy imports the driver when it builds the engine: say which extra provides it."""
+    try:
+        yield
+    except ImportError as exc:
+        extra = _EXTRA.get(family)
+        install = f"pip install 'rill-executor-sql[{extra}]'" if extra else "reinstall it"
+        raise ConfigError(
+            f"the {family} driver {exc.name or ''} cannot be imported ({exc}); install it"
+            f" with: {install}"
+        ) from exc
+
+
 def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    engine = create_engine(
-        _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]),
-        **_engine_args(dialect.family),
-    )
+    with _driver_installed(dialect.family):
+        engine = create_engine(
+            _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]),
+            **_engine_args(dialect.family),
+        )
     if dialect.family == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -124,10 +143,11 @@ def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
 def make_async_engine(dialect: SqlDialect, url: URL) -> AsyncEngine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    engine = create_async_engine(
-        _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]),
-        **_engine_args(dialect.family),
-    )
+    with _driver_installed(dialect.family):
+        engine = create_async_engine(
+            _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]),
+            **_engine_args(dialect.family),
+        )
     if dialect.family == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     return engine

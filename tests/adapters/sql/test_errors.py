@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -52,3 +56,53 @@ def test_a_missing_database_through_the_ledger_is_a_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         Ledger(_url(request, server, database="no_such_db_xyz"), namespace="n")
+
+
+_BLOCKED = """
+import sys
+sys.modules[{module!r}] = None  # as if the extra were not installed
+from rill_executor import ConfigError, {ledger}
+try:
+    {ledger}({url!r}, namespace="n")
+except ConfigError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(
+    ("server", "module", "ledger", "extra"),
+    [
+        ("postgres", "psycopg", "Ledger", "postgres"),
+        ("postgres", "psycopg", "AsyncLedger", "postgres"),
+        ("mariadb", "pymysql", "Ledger", "mariadb"),
+        ("mariadb", "aiomysql", "AsyncLedger", "mariadb"),
+    ],
+)
+def test_a_missing_driver_names_the_extra_to_install(
+    request: pytest.FixtureRequest, server: str, module: str, ledger: str, extra: str
+) -> None:
+    url = _url(request, server)
+    script = _BLOCKED.format(module=module, ledger=ledger, url=url)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert f"pip install 'rill-executor-sql[{extra}]'" in done.stdout
+
+
+def test_the_cli_without_the_driver_names_the_extra(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['psycopg'] = None\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    cli = Path(sys.executable).parent / "rill-executor"
+    done = subprocess.run(
+        [cli, "schema", "upgrade", "--store", _url(request, "postgres")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'rill-executor-sql[postgres]'" in done.stderr
