@@ -1,0 +1,46 @@
+"""A Rill Flow engine simulator to test an executor against, over real HTTP.
+
+Needs the ``rillflow`` and ``testing`` extras (FastAPI, httpx, uvicorn)::
+
+    pip install 'rill-executor[rillflow,testing]'
+
+``EngineSimulator`` serves the engine's callback endpoints (``/flow/trigger.json``,
+``/flow/finish.json``) on a free 127.0.0.1 port and dispatches ``Task`` s to your executor
+the way the engine does: its headers and query parameters, its client timeouts and one
+identical resend, sync and async patterns, the retry policy, async timeouts, redo. It
+records every dispatch and callback. ``serve_app`` runs an ASGI app (your executor) the
+same way, in-process.
+"""
+
+from ._dispatch import Transport
+from ._engine import EngineSimulator
+from ._model import (
+    CallbackRecord,
+    DagStatus,
+    DispatchRecord,
+    Pattern,
+    Task,
+    TaskStatus,
+    TaskView,
+    Transition,
+)
+from ._policy import Retry
+from ._server import serve_app
+from ._sign import callback_sign, verify_callback_sign
+
+__all__ = [
+    "CallbackRecord",
+    "DagStatus",
+    "DispatchRecord",
+    "EngineSimulator",
+    "Pattern",
+    "Retry",
+    "Task",
+    "TaskStatus",
+    "TaskView",
+    "Transition",
+    "Transport",
+    "callback_sign",
+    "serve_app",
+    "verify_callback_sign",
+]

@@ -1,0 +1,216 @@
+"""Dispatching one task to an executor: the request the engine builds, the resend, the verdict.
+
+Built from the engine's ``HttpInvokeHelperImpl`` (request parameters, ``X-Mode``, the two
+invocations of ``invokeRequest``) and ``FunctionTaskRunner`` (how a sync answer becomes an
+output and a status).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ._model import DispatchRecord, Pattern, Task, TaskStatus
+
+__all__ = ["PreparedDispatch", "Transport", "judge_sync_answer", "prepare", "send"]
+
+
+@dataclass(frozen=True)
+class Transport:
+    """The engine's HTTP client: OkHttp timeouts and the one identical resend.
+
+    The engine resends only when its ``ENABLE_FUNCTION_DISPATCH_RET_CHECK`` switch is on,
+    as deployments run it; ``resend=False`` simulates the switch off.
+    """
+
+    connect_timeout: float = 0.5
+    read_timeout: float = 1.5
+    write_timeout: float = 1.5
+    resend: bool = True
+
+    def client(self) -> httpx.Client:
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.read_timeout,
+            write=self.write_timeout,
+            pool=None,
+        )
+        return httpx.Client(timeout=timeout, follow_redirects=True, trust_env=False)
+
+
+@dataclass(frozen=True)
+class PreparedDispatch:
+    """One dispatch as it goes on the wire (both sends of it are identical)."""
+
+    method: str
+    url: str
+    query: Mapping[str, str]
+    headers: Mapping[str, str]
+    body: Mapping[str, Any] | None
+
+
+def _split_input(
+    execution_id: str, task_input: Mapping[str, Any]
+) -> tuple[dict[str, str], dict[str, Any], dict[str, str]]:
+    # The engine's buildRequestParams: maps under reserved names are spread out, the rest is body.
+    query: dict[str, str] = {"execution_id": execution_id}
+    body: dict[str, Any] = {"execution_id": execution_id}
+    headers: dict[str, str] = {}
+    for key, value in task_input.items():
+        if not isinstance(value, Mapping):
+            body[key] = value
+        elif key == "body" or key.startswith("request_config_"):
+            body.update(value)
+        elif key == "query" or key.startswith("query_params_"):
+            query.update({str(k): _query_value(v) for k, v in value.items()})
+        elif key.startswith("request_callback_"):
+            continue
+        elif key == "header" or key.startswith("request_header_"):
+            headers.update({str(k): str(v) for k, v in value.items()})
+        else:
+            body[key] = value
+    return query, body, headers
+
+
+def _query_value(value: Any) -> str:
+    # Java's String.valueOf: booleans lower case, None as "null".
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def prepare(
+    task: Task,
+    execution_id: str,
+    *,
+    flow_server: str,
+    callback: str,
+    traceparent: str | None,
+) -> PreparedDispatch:
+    """The request the engine sends for ``task`` of ``execution_id`` with this callback URL."""
+    query, body, input_headers = _split_input(execution_id, task.input)
+    query["name"] = task.name
+    headers = {"X-Flow-Server": flow_server, "X-Callback-Url": callback}
+    if task.pattern is Pattern.TASK_ASYNC:
+        headers["X-Mode"] = "async"
+    if traceparent is not None:
+        headers["traceparent"] = traceparent
+    headers.update(input_headers)  # the input's headers override the engine's own
+    if task.request_type == "GET":
+        return PreparedDispatch("GET", task.resource, query, headers, None)
+    headers.setdefault("Content-Type", "application/json")
+    return PreparedDispatch("POST", task.resource, query, headers, body)
+
+
+def _send_once(
+    client: httpx.Client, prepared: PreparedDispatch
+) -> tuple[int | None, str | None, str | None]:
+    content = None if prepared.body is None else json.dumps(prepared.body, separators=(",", ":"))
+    try:
+        response = client.request(
+            prepared.method,
+            prepared.url,
+            params=dict(prepared.query),
+            headers=dict(prepared.headers),
+            content=content,
+        )
+    except httpx.HTTPError as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+    return response.status_code, response.text, None
+
+
+def send(
+    client: httpx.Client,
+    transport: Transport,
+    prepared: PreparedDispatch,
+    *,
+    execution_id: str,
+    task_name: str,
+    attempt: int,
+    ts: int,
+) -> tuple[list[DispatchRecord], str | None]:
+    """Send a dispatch, resending once on any failure; the records and the answer's body.
+
+    The body is ``None`` when the dispatch failed (every send timed out, could not connect
+    or was answered with a non-2xx status).
+    """
+    records: list[DispatchRecord] = []
+    for number in range(1, 3 if transport.resend else 2):
+        started_at, started = time.time(), time.monotonic()
+        status_code, text, error = _send_once(client, prepared)
+        record = DispatchRecord(
+            execution_id=execution_id,
+            task_name=task_name,
+            attempt=attempt,
+            send=number,
+            method=prepared.method,
+            url=prepared.url,
+            query=dict(prepared.query),
+            headers=dict(prepared.headers),
+            body=None if prepared.body is None else dict(prepared.body),
+            ts=ts,
+            started_at=started_at,
+            elapsed=time.monotonic() - started,
+            status_code=status_code,
+            response_text=text,
+            error=error,
+        )
+        records.append(record)
+        if record.ok:
+            return records, text or ""
+    return records, None
+
+
+def failure_reason(records: list[DispatchRecord]) -> str:
+    """The engine's message for a failed dispatch, from its last send."""
+    last = records[-1]
+    if last.error is not None:
+        return f"dispatchTask http fails due to {last.error}"
+    return f"dispatchTask http fails status code: {last.status_code} text: {last.response_text}"
+
+
+def judge_sync_answer(text: str) -> tuple[TaskStatus, dict[str, Any] | None, str | None]:
+    """A ``task_sync`` answer's status, output and message, as ``FunctionTaskRunner`` reads it.
+
+    A JSON object is the output, an array becomes ``{"data": [...]}``, another JSON value an
+    empty output; an empty or non-JSON body fails the task. ``result_type`` missing means
+    success, any value other than "SUCCESS" (case-insensitive) failure.
+    """
+    try:
+        parsed = json.loads(text) if text.strip() else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        return TaskStatus.FAILED, None, "the executor's answer is empty or not JSON"
+    if isinstance(parsed, dict):
+        output: dict[str, Any] = parsed
+    elif isinstance(parsed, list):
+        output = {"data": parsed}
+    else:
+        output = {}
+    message = invoke_message(output)
+    result_type = output.get("result_type")
+    if result_type is not None and _java_str(result_type).upper() != "SUCCESS":
+        return TaskStatus.FAILED, output, message
+    return TaskStatus.SUCCEED, output, message
+
+
+def invoke_message(output: Mapping[str, Any]) -> str | None:
+    """``error_msg`` (or ``msg``), at the top level or under ``data``, as the engine records it."""
+    for scope in (output.get("data"), output):
+        if isinstance(scope, Mapping):
+            for name in ("error_msg", "msg"):
+                if name in scope:
+                    return _java_str(scope[name])
+    return None
+
+
+def _java_str(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

@@ -1,0 +1,48 @@
+"""Serving an ASGI app with uvicorn on a free 127.0.0.1 port, in a background thread."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from rill_executor._errors import ConfigError
+
+__all__ = ["serve_app"]
+
+
+@contextmanager
+def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout: float = 10.0) -> Iterator[str]:
+    """Serve ``app`` (any ASGI app, e.g. FastAPI) until the block ends; yields its base URL.
+
+    The port is chosen by the OS, so parallel test runs do not collide. Raises
+    ``ConfigError`` when the server does not start within ``startup_timeout`` seconds.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="off", ws="none", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name=f"uvicorn-{port}", daemon=True
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise ConfigError(f"the server for {app!r} did not start on {host}:{port}")
+            time.sleep(0.01)
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+        sock.close()
