@@ -19,14 +19,17 @@ __all__ = ["open_async_store", "open_output_store", "open_store", "upgrade_schem
 
 _HINTS = {
     "sqlite": "rill-executor-sql",
-    "postgresql": "rill-executor-sql",
-    "mysql": "rill-executor-sql",
-    "mariadb": "rill-executor-sql",
+    "postgresql": "rill-executor-sql[postgres]",
+    "mysql": "rill-executor-sql[mariadb]",
+    "mariadb": "rill-executor-sql[mariadb]",
     "redis": "rill-executor-redis",
     "rediss": "rill-executor-redis",
     "redis+cluster": "rill-executor-redis",
     "s3": "rill-executor-s3",
 }
+
+# Spellings other tools accept (Heroku's DATABASE_URL, libpq) that SQLAlchemy refuses.
+_SPELLINGS = {"postgres": "postgresql+psycopg"}
 
 
 def _factory(url: str, group: str) -> Any:
@@ -41,8 +44,13 @@ def _factory(url: str, group: str) -> Any:
         if name in found:
             return found[name].load()
     base = scheme.split("+", 1)[0]
+    if base in _SPELLINGS:
+        raise ConfigError(
+            f"store URL scheme {scheme!r} is not one SQLAlchemy knows; write the URL as"
+            f" '{_SPELLINGS[base]}://user:password@host:port/database' (the rest unchanged)"
+        )
     hint = _HINTS.get(scheme) or _HINTS.get(base)
-    install = f" Install {hint} (pip install {hint})." if hint else ""
+    install = f" Install {hint} (pip install '{hint}')." if hint else ""
     raise ConfigError(
         f"no store adapter for scheme {scheme!r}.{install} Installed schemes:"
         f" {', '.join(sorted(found)) or 'none'}"

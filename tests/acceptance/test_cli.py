@@ -56,6 +56,7 @@ def test_schema_upgrade_applies_once(postgres_url: str) -> None:
         ("nowhere.db", "has no scheme"),
         ("cassandra://host/x", "no store adapter for scheme 'cassandra'"),
         ("postgresql+psycopg://postgres@127.0.0.1:1/test", "is unavailable"),
+        ("postgres://postgres@127.0.0.1:5432/test", "write the URL as 'postgresql+psycopg://"),
     ],
 )
 def test_bad_store_urls_exit_2_with_one_line(url: str, message: str) -> None:

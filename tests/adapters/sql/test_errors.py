@@ -106,3 +106,9 @@ def test_the_cli_without_the_driver_names_the_extra(
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "pip install 'rill-executor-sql[postgres]'" in done.stderr
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgres+psycopg"])
+def test_the_postgres_spelling_points_to_postgresql_psycopg(scheme: str) -> None:
+    with pytest.raises(ConfigError, match=r"write the URL as 'postgresql\+psycopg://"):
+        Ledger(f"{scheme}://postgres@127.0.0.1:5432/db", namespace="n")
