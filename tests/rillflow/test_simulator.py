@@ -18,7 +18,7 @@ import httpx
 import pytest
 from fastapi import BackgroundTasks, FastAPI, Request, Response
 
-from rill_executor._errors import ConfigError
+from rill_executor._errors import ConfigError, UsageError
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -592,8 +592,8 @@ def test_misuse_is_refused_with_clear_errors(engine: EngineSimulator, executor: 
     with pytest.raises(ConfigError, match="http"):
         Task("t", "executor/echo")
     execution_id = engine.submit(Task("t", f"{executor.url}/echo"))
-    with pytest.raises(Exception, match="only a NOT_STARTED task"):
+    with pytest.raises(UsageError, match="only a NOT_STARTED task"):
         engine.dispatch(execution_id, "t")
-    with pytest.raises(Exception, match="no task 'other'"):
+    with pytest.raises(UsageError, match="no task 'other'"):
         engine.task(execution_id, "other")
     assert engine.wait_for(execution_id, "t").status is TaskStatus.SUCCEED

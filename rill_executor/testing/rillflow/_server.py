@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 
@@ -17,8 +17,12 @@ __all__ = ["serve_app"]
 
 
 @contextmanager
-def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout: float = 10.0) -> Iterator[str]:
+def serve_app(
+    app: Any, *, host: str = "127.0.0.1", startup_timeout: float = 10.0, lifespan: Literal["auto", "on", "off"] = "off"
+) -> Iterator[str]:
     """Serve ``app`` (any ASGI app, e.g. FastAPI) until the block ends; yields its base URL.
+
+    ``lifespan="on"`` runs the app's lifespan (startup and shutdown) as uvicorn would.
 
     The port is chosen by the OS, so parallel test runs do not collide. Raises
     ``ConfigError`` when the server does not start within ``startup_timeout`` seconds.
@@ -28,7 +32,7 @@ def serve_app(app: Any, *, host: str = "127.0.0.1", startup_timeout: float = 10.
     sock.bind((host, 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", lifespan="off", ws="none", timeout_graceful_shutdown=1
+        app, log_level="warning", lifespan=lifespan, ws="none", timeout_graceful_shutdown=1
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(
