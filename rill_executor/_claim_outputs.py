@@ -1,9 +1,10 @@
 """``claim.outputs``: writing output objects under a claim.
 
 ``put`` registers the object in the attempt's record first (a fenced store write: a
-superseded attempt cannot even register), then writes it to an attempt-scoped key with a
-SHA-256 checksum, and returns the ``OutputRef`` the result can carry. ``commit`` commits
-every ref put through the claim together with the result, in the same fenced write.
+superseded attempt cannot even register), then writes it to an attempt-scoped key (which
+carries the job store's identity, see ``attempt_object_key``) with a SHA-256 checksum,
+and returns the ``OutputRef`` the result can carry. ``commit`` commits every ref put
+through the claim together with the result, in the same fenced write.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._errors import ConfigError, UsageError
-from ._keys import attempt_object_key, validate_output_name
+from ._keys import attempt_object_key, validate_output_name, validate_store_id
 from ._outputs import OutputData, OutputStore, StoredObject
 from ._records import OutputRef
 
@@ -32,7 +33,7 @@ class _OutputsBase:
         self._where = (namespace, job_id, attempt_id)
         self.refs: list[OutputRef] = []
 
-    def _intent(self, name: str) -> tuple[OutputStore, str, str]:
+    def _intent(self, name: str, store_id: str) -> tuple[OutputStore, str, str]:
         """The store, object key and registration (JSON) for output ``name``."""
         if self._store is None:
             raise ConfigError(
@@ -42,7 +43,8 @@ class _OutputsBase:
         name = validate_output_name(name)
         if any(ref.name == name for ref in self.refs):
             raise UsageError(f"output {name!r} was already written by this attempt")
-        key = attempt_object_key(*self._where, name)
+        namespace, job_id, attempt_id = self._where
+        key = attempt_object_key(namespace, job_id, validate_store_id(store_id), attempt_id, name)
         uri = self._store.uri(key)
         return self._store, key, json.dumps({"name": name, "key": key, "uri": uri})
 
@@ -77,11 +79,12 @@ class ClaimOutputs(_OutputsBase):
     def __init__(self, claim: Claim, store: OutputStore | None) -> None:
         super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
         self._register: Callable[[str], None] = claim._register_output
+        self._store_id: Callable[[], str] = claim._store.store_id
 
     def put(self, name: str, data: OutputData) -> OutputRef:
         """Register, then write ``data`` as output ``name``; raises ``StaleAttempt`` (and
         writes nothing) if this attempt no longer owns the job."""
-        store, key, intent = self._intent(name)
+        store, key, intent = self._intent(name, self._store_id())
         self._register(intent)
         stored = _put(store, key, data)
         return self._written(name, key, stored)
@@ -93,7 +96,7 @@ class AsyncClaimOutputs(_OutputsBase):
         self._claim = claim
 
     async def put(self, name: str, data: OutputData) -> OutputRef:
-        store, key, intent = self._intent(name)
+        store, key, intent = self._intent(name, await self._claim._store.store_id())
         await self._claim._register_output(intent)
         stored = await asyncio.to_thread(_put, store, key, data)
         return self._written(name, key, stored)

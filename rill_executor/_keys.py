@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ._errors import InvalidKey, InvalidOutputName, InvalidPayload
+from ._errors import InvalidKey, InvalidOutputName, InvalidPayload, StoreProtocolError
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -34,6 +34,7 @@ __all__ = [
     "validate_key",
     "validate_namespace",
     "validate_result_version",
+    "validate_store_id",
 ]
 
 MAX_KEY_BYTES = 512
@@ -48,6 +49,7 @@ _ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
 _OUTPUT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _FINGERPRINT = re.compile(r"[0-9a-f]{64}")
+_STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{7,63}")
 
 
 def validate_namespace(namespace: object) -> str:
@@ -158,9 +160,22 @@ def validate_output_name(name: object) -> str:
     return name
 
 
-def attempt_object_key(namespace: str, job: str, attempt_id: str, name: str) -> str:
-    """Where an attempt writes output ``name``: its own folder under the job's digest."""
-    return f"{namespace}/{job}/{attempt_id}/{name}"
+def validate_store_id(store_id: object) -> str:
+    # A store's identity becomes a segment of its output object keys.
+    if not isinstance(store_id, str) or not _STORE_ID.fullmatch(store_id):
+        raise StoreProtocolError(
+            f"the job store reported the identity {store_id!r}; a store identity is 8-64"
+            " letters, digits, '_' or '-' (e.g. uuid4().hex), created once with the store's"
+            " data — fix the store adapter's store_id()"
+        )
+    return store_id
+
+
+def attempt_object_key(namespace: str, job: str, store_id: str, attempt_id: str, name: str) -> str:
+    """Where an attempt writes output ``name``: its own folder under the job's digest and
+    the identity of the job store that holds the attempt, so that two job stores sharing
+    one output prefix never write, or judge, each other's objects."""
+    return f"{namespace}/{job}/{store_id}/{attempt_id}/{name}"
 
 
 def canonical_object_key(namespace: str, key: str, result_version: str | None, name: str) -> str:

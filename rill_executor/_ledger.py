@@ -9,6 +9,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -24,11 +25,13 @@ from ._housekeeping import (
     OutputAudit,
     classify,
     job_folder,
-    jobs_in,
     publish_ref,
+    sort_namespace,
+    unknown_entry,
     verify_ref,
 )
 from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
+from ._keys import validate_store_id
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
@@ -42,6 +45,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 ClaimOutcome = Claim | Replay | InProgress | Conflict
 AsyncClaimOutcome = AsyncClaim | Replay | InProgress | Conflict
+
+
+@dataclass
+class _Found:
+    """What a collection run found so far."""
+
+    deleted: list[AuditEntry]
+    young: list[AuditEntry]
+    unknown: list[AuditEntry]
+
+    def report(self, jobs: int) -> CollectReport:
+        return CollectReport(
+            deleted=tuple(self.deleted),
+            kept_young=tuple(self.young),
+            jobs=jobs,
+            unknown=tuple(self.unknown),
+        )
 
 
 def _committed(key: str, status: JobStatus | None) -> JobStatus:
@@ -78,23 +98,28 @@ class _LedgerBase:
         return self.outputs
 
     def _audit(
-        self, job_id: str, status: JobStatus | None, objects: list[StoredObject]
+        self, store_id: str, job_id: str, status: JobStatus | None, objects: list[StoredObject]
     ) -> OutputAudit:
         now = status.store_time if status else datetime.now(UTC)
-        return classify(self.namespace, job_id, status, objects, now)
+        return classify(self.namespace, validate_store_id(store_id), job_id, status, objects, now)
 
-    def _collect(
-        self,
-        audit: OutputAudit,
-        grace: timedelta,
-        deleted: list[AuditEntry],
-        young: list[AuditEntry],
-    ) -> list[AuditEntry]:
+    def _collect(self, audit: OutputAudit, grace: timedelta, found: _Found) -> list[AuditEntry]:
         """Sort a job's orphans into those to delete now and those still in their grace."""
         due = [e for e in audit.orphans if e.age is None or e.age >= grace]
-        young.extend(e for e in audit.orphans if e not in due)
-        deleted.extend(due)
+        found.young.extend(e for e in audit.orphans if e not in due)
+        found.deleted.extend(due)
+        found.unknown.extend(audit.unknown)
         return due
+
+    def _sorted(
+        self, store_id: str, listed: list[StoredObject]
+    ) -> tuple[dict[str, list[StoredObject]], _Found]:
+        """The job folders to read against this store; every other object is unknown."""
+        store_id = validate_store_id(store_id)
+        jobs, others = sort_namespace(self.namespace, store_id, listed)
+        now = datetime.now(UTC)
+        found = _Found([], [], [unknown_entry(self.namespace, store_id, o, now) for o in others])
+        return jobs, found
 
     @property
     def namespace(self) -> str:
@@ -197,23 +222,25 @@ class Ledger(_LedgerBase):
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
         outputs, job_id = self._output_store(), self._core.job_id(key)
         objects = list(outputs.list(job_folder(self.namespace, job_id)))
-        return self._audit(job_id, self.status(key), objects)
+        return self._audit(self.store.store_id(), job_id, self.status(key), objects)
 
     def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
-        """Delete this namespace's orphan objects older than ``grace``; never a committed
-        output of a retained job. Idempotent; safe to run from several processes."""
+        """Delete this namespace's orphan objects older than ``grace``: objects this job
+        store provably wrote from attempts that ended without committing them. Never a
+        committed output of a retained job, never an object it cannot account for (those
+        are reported as ``unknown``). Idempotent; safe to run from several processes."""
         outputs, wait = (
             self._output_store(),
             timedelta(microseconds=to_us(grace, "grace", zero=True)),
         )
-        deleted: list[AuditEntry] = []
-        young: list[AuditEntry] = []
-        jobs = jobs_in(self.namespace, outputs.list(f"{self.namespace}/"))
+        listed = list(outputs.list(f"{self.namespace}/"))
+        jobs, found = self._sorted(self.store.store_id(), listed)
         for job_id, objects in jobs.items():
-            audit = self._audit(job_id, self._core.status(self.store.status(job_id)), objects)
-            for entry in self._collect(audit, wait, deleted, young):
+            status = self._core.status(self.store.status(job_id))
+            audit = self._audit(self.store.store_id(), job_id, status, objects)
+            for entry in self._collect(audit, wait, found):
                 outputs.delete(entry.key)
-        return CollectReport(deleted=tuple(deleted), kept_young=tuple(young), jobs=len(jobs))
+        return found.report(len(jobs))
 
     def verify(self, ref: OutputRef) -> None:
         """Read the object behind ``ref``; ``ChecksumMismatch`` if it is not what was written."""
@@ -347,22 +374,21 @@ class AsyncLedger(_LedgerBase):
         outputs, job_id = self._output_store(), self._core.job_id(key)
         folder = job_folder(self.namespace, job_id)
         objects = await asyncio.to_thread(lambda: list(outputs.list(folder)))
-        return self._audit(job_id, await self.status(key), objects)
+        return self._audit(await self.store.store_id(), job_id, await self.status(key), objects)
 
     async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         outputs, wait = (
             self._output_store(),
             timedelta(microseconds=to_us(grace, "grace", zero=True)),
         )
-        deleted: list[AuditEntry] = []
-        young: list[AuditEntry] = []
         listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
-        jobs = jobs_in(self.namespace, listed)
+        store_id = await self.store.store_id()
+        jobs, found = self._sorted(store_id, listed)
         for job_id, objects in jobs.items():
-            audit = self._audit(job_id, self._core.status(await self.store.status(job_id)), objects)
-            for entry in self._collect(audit, wait, deleted, young):
+            status = self._core.status(await self.store.status(job_id))
+            for entry in self._collect(self._audit(store_id, job_id, status, objects), wait, found):
                 await asyncio.to_thread(outputs.delete, entry.key)
-        return CollectReport(deleted=tuple(deleted), kept_young=tuple(young), jobs=len(jobs))
+        return found.report(len(jobs))
 
     async def verify(self, ref: OutputRef) -> None:
         await asyncio.to_thread(verify_ref, self._output_store(), ref)

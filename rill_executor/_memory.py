@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -35,6 +36,10 @@ class MemoryStore:
         self._attempts: dict[str, list[AttemptRow]] = {}
         self._anchor_wall = time.time_ns() // 1000
         self._anchor_mono = time.monotonic_ns() // 1000
+        self._id = uuid.uuid4().hex  # its data lives and dies with this instance
+
+    def store_id(self) -> str:
+        return self._id
 
     def _now(self) -> int:
         return self._anchor_wall + time.monotonic_ns() // 1000 - self._anchor_mono
@@ -121,6 +126,9 @@ class AsyncMemoryStore:
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.sync = store or MemoryStore()
+
+    async def store_id(self) -> str:
+        return self.sync.store_id()
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
         return self.sync.claim(request)

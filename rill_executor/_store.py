@@ -6,6 +6,13 @@ with every answer. They apply no policy: keys, fingerprints, retention and seria
 decided by the ledger, which hands stores finished values. An adapter is done when the
 conformance kit in ``rill_executor.testing`` passes against a real server.
 
+Every store has an identity (``store_id``): a stable random id, created once together with
+the store's data (e.g. ``uuid4().hex``, stored in the database) and read once when the store
+is opened, never per operation. Output objects carry it in their keys, so two job stores
+sharing one output prefix never collect each other's objects. Two opens of the same data
+answer the same identity; a store with other data (another database, file or Redis
+database) answers another one.
+
 Adapters are found by URL scheme through the entry-point groups ``rill_executor.stores`` and
 ``rill_executor.async_stores``; each entry point names a callable ``(url: str) -> store``.
 """
@@ -78,6 +85,9 @@ class StoreStatus:
 
 @runtime_checkable
 class Store(Protocol):
+    def store_id(self) -> str:
+        """This store's identity (see the module docs): no round trip after the open."""
+
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         """Claim the job if it is free (see ``decide_claim``); else return it untouched."""
 
@@ -102,6 +112,9 @@ class Store(Protocol):
 
 @runtime_checkable
 class AsyncStore(Protocol):
+    async def store_id(self) -> str:
+        """As ``Store.store_id``; a store that opens lazily reads it when it opens."""
+
     async def claim(self, request: ClaimRequest) -> StoreAnswer: ...
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer: ...

@@ -15,6 +15,9 @@ class ThreadedAsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
 
+    async def store_id(self) -> str:
+        return self.sync.store_id()  # read at open: no I/O
+
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
         return await asyncio.to_thread(self.sync.claim, request)
 

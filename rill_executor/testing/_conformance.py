@@ -79,6 +79,14 @@ def _stable(status: JobStatus | None) -> dict[str, Any] | None:
     return status.model_dump(exclude={"store_time": True, "owner": {"lease_left"}})
 
 
+def _store_id(driver: LedgerDriver) -> str:
+    """The identity of the driver's store, through its sync or async face."""
+    store = driver.shared_store()
+    if driver._portal is None:
+        return str(store.store_id())
+    return str(driver._portal.call(store.store_id()))
+
+
 def _counting(store: Any, calls: Counter[str]) -> Any:
     class Counting:
         def __getattr__(self, name: str) -> Any:
@@ -945,7 +953,7 @@ class StoreConformance:
         abandoned = failed.outputs.put("out.mp4", b"failed attempt")
         failed.fail("boom", retryable=True)
         stray = f"{namespace}/{ledger.ledger._core.job_id('k')}/nobody/stray.bin"
-        outputs.put(stray, b"written by no attempt")
+        outputs.put(stray, b"written by no attempt")  # unknown: reported, never deleted
         in_flight = ledger.claim("running")
         flying = in_flight.outputs.put("partial.mp4", b"still being written")
         b.commit({"video": kept.uri})
@@ -954,15 +962,18 @@ class StoreConformance:
         assert states == {
             lost.key: (ObjectState.ORPHAN, a.attempt_id),
             kept.key: (ObjectState.COMMITTED, b.attempt_id),
-            stray: (ObjectState.UNKNOWN, "nobody"),
+            stray: (ObjectState.UNKNOWN, None),
         }
         young = ledger.collect_orphans(grace=3600)
-        assert young.deleted == () and len(young.kept_young) == 3
+        assert young.deleted == () and len(young.kept_young) == 2
         report = ledger.collect_orphans(grace=0)
-        assert {e.key for e in report.deleted} == {lost.key, stray, abandoned.key}
-        assert outputs.head(kept.key) is not None and outputs.head(flying.key) is not None
+        assert {e.key for e in report.deleted} == {lost.key, abandoned.key}
+        assert [e.key for e in report.unknown] == [stray]
+        for key in (kept.key, flying.key, stray):
+            assert outputs.head(key) is not None
         assert ledger.collect_orphans(grace=0).deleted == ()  # idempotent
-        assert [e.state for e in ledger.audit("k").entries if e.exists] == [ObjectState.COMMITTED]
+        left = sorted(e.state for e in ledger.audit("k").entries if e.exists)
+        assert left == [ObjectState.COMMITTED, ObjectState.UNKNOWN]
 
     def test_a_changed_object_fails_verification(
         self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
@@ -990,6 +1001,82 @@ class StoreConformance:
             ledger.publish("video-A:1")
         assert ref.sha256 == published.sha256
         assert ledger.collect_orphans(grace=0).deleted == ()  # published copies are not orphans
+
+    def test_the_store_has_one_stable_identity(self, driver: LedgerDriver) -> None:
+        from .._keys import validate_store_id
+        from .._registry import open_store
+
+        ours = _store_id(driver)
+        assert validate_store_id(ours) == ours
+        assert _store_id(driver) == ours
+        if self.multiprocess:  # the same data opened again is the same store
+            again = open_store(driver.url)
+            try:
+                assert again.store_id() == ours
+            finally:
+                again.close()
+
+    def test_output_keys_carry_the_store_identity(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        claim = ledger.claim("k", attempt_id="dispatch-1")
+        ref = claim.outputs.put("out.mp4", b"bytes")
+        digest = ledger.ledger._core.job_id("k")
+        assert ref.key == f"{namespace}/{digest}/{_store_id(driver)}/dispatch-1/out.mp4"
+
+    def test_collection_never_deletes_what_this_store_cannot_account_for(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        """Another job store on the same output prefix and namespace, with the same business
+        key and the same caller-given attempt ids: its objects are unknown here, never
+        deleted, and so are objects written into the prefix by hand."""
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        failed = ledger.claim("k", attempt_id="dispatch-1")
+        orphan = failed.outputs.put("out.mp4", b"ours, failed")
+        failed.fail("boom", retryable=True)
+        winner = ledger.claim("k", attempt_id="dispatch-2")
+        committed = winner.outputs.put("out.mp4", b"ours, committed")
+        winner.commit("ok")
+        core, other = ledger.ledger._core, uuid.uuid4().hex
+        foreign = [
+            f"{namespace}/{core.job_id('k')}/{other}/dispatch-1/out.mp4",
+            f"{namespace}/{core.job_id('k')}/{other}/dispatch-2/out.mp4",
+            f"{namespace}/{core.job_id('only-there')}/{other}/dispatch-1/out.mp4",
+            f"{namespace}/{core.job_id('k')}/dispatch-1/out.mp4",  # no store identity
+            f"{namespace}/{core.job_id('k')}/by-hand.bin",
+            f"{namespace}/by-hand.bin",
+        ]
+        for key in foreign:
+            outputs.put(key, b"not this store's")
+        audit = {e.key: e.state for e in ledger.audit("k").entries}
+        assert audit[orphan.key] is ObjectState.ORPHAN
+        assert audit[committed.key] is ObjectState.COMMITTED
+        assert {audit[key] for key in foreign[:2] + foreign[3:5]} == {ObjectState.UNKNOWN}
+        report = ledger.collect_orphans(grace=0)
+        assert [e.key for e in report.deleted] == [orphan.key]
+        assert sorted(e.key for e in report.unknown) == sorted(foreign)
+        assert all(e.state is ObjectState.UNKNOWN for e in report.unknown)
+        for key in [committed.key, *foreign]:
+            assert outputs.head(key) is not None, key
+        assert ledger.collect_orphans(grace=0).deleted == ()
+
+    def test_an_object_registered_again_is_kept_while_a_registration_keeps_it(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        """A caller reusing an attempt id writes the same key twice: the failed attempt's
+        registration does not make the committed object an orphan."""
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        first = ledger.claim("k", attempt_id="dispatch-1")
+        first.outputs.put("out.mp4", b"first")
+        first.fail("boom", retryable=True)
+        again = ledger.claim("k", attempt_id="dispatch-1")
+        ref = again.outputs.put("out.mp4", b"second")
+        again.commit("ok")
+        assert ledger.collect_orphans(grace=0).deleted == ()
+        ledger.verify(ref)
+        (entry,) = ledger.audit("k").entries
+        assert entry.state is ObjectState.COMMITTED and entry.fence == again.fence
 
     BAD_OUTPUT_NAMES: tuple[Any, ...] = ("", "../escape", "a/b", ".hidden", "x" * 201, "tab\t", 7)
 

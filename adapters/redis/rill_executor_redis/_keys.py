@@ -11,6 +11,9 @@ A job lives in two keys that share the hash tag ``{<job_id>}``:
 ``job_id`` is the core's SHA-256 hex digest of (namespace, key), so the tag puts both
 in one Cluster slot and no business key can forge another job's name, change its slot or
 make a name long: user input is stored inside the record, never in a key name.
+
+One more key, ``rill:store-id``, holds the store's identity: a random id created with
+``SET NX`` by the first store that opens the database, and never changed or expired.
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import re
 
 from rill_executor.store import StoreProtocolError
 
-__all__ = ["PREFIX", "job_keys"]
+__all__ = ["IDENTITY", "PREFIX", "job_keys"]
 
 PREFIX = "rill"
+IDENTITY = f"{PREFIX}:store-id"
 _JOB_ID = re.compile(r"[0-9a-f]{64}")
 
 

@@ -19,6 +19,7 @@ once, under a lock, before its first call goes out.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import redis.asyncio.cluster
@@ -36,7 +37,7 @@ from rill_executor.store import (
 from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
-from ._keys import job_keys
+from ._keys import IDENTITY, job_keys
 from ._rows import answer_from, status_from
 from ._scripts import (
     Op,
@@ -78,6 +79,13 @@ class RedisStore:
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
+        with wrap_errors("store identity", self.where):  # read once, at open
+            client.set(IDENTITY, uuid.uuid4().hex, nx=True)
+            self._store_id = _text(client.get(IDENTITY))
+
+    def store_id(self) -> str:
+        """The store's identity (key ``rill:store-id``), read when the store opened."""
+        return self._store_id
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
@@ -145,6 +153,7 @@ class AsyncRedisStore:
     def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
         self.client = client
         self.where = where or _describe(client)
+        self._store_id: str | None = None
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
         self._mapping = asyncio.Lock()
 
@@ -153,6 +162,14 @@ class AsyncRedisStore:
         """The store for ``url``; no I/O and no durability check (see the class docs)."""
         parsed = parse_url(url)
         return cls(async_client(parsed), where=parsed.where)
+
+    async def store_id(self) -> str:
+        """As ``RedisStore.store_id``; read once, by the first call that needs it."""
+        if self._store_id is None:
+            with wrap_errors("store identity", self.where):
+                await self.client.set(IDENTITY, uuid.uuid4().hex, nx=True)
+                self._store_id = _text(await self.client.get(IDENTITY))
+        return self._store_id
 
     async def deployment(self) -> Deployment:
         await self._map_slots()
@@ -232,6 +249,10 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
     if parsed.durability is not Durability.IGNORE:
         RedisStore.from_url(url).close()  # the sync store runs the check and warns
     return AsyncRedisStore.from_url(url)
+
+
+def _text(reply: bytes | str | None) -> str:
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
 def _describe(client: SyncClient | AsyncClient) -> str:

@@ -5,10 +5,12 @@ by ``job_id`` (SHA-256 of namespace and key), so no collation can merge two busi
 A job's attempt history is a JSON array in its row, one entry appended when an attempt ends
 (the running attempt is the row's owner): a fresh call writes one row, twice.
 A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
+``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +38,7 @@ __all__ = [
     "installed_version",
     "jobs",
     "metadata",
+    "read_store_id",
     "upgrade",
 ]
 
@@ -81,6 +84,15 @@ versions = Table(
     **_mysql,
 )
 
+identity = Table(
+    "rill_store",
+    metadata,
+    # One row, kept by its fixed key: two upgraders racing cannot both insert one.
+    Column("singleton", Integer, primary_key=True, autoincrement=False),
+    Column("store_id", String(64), nullable=False),
+    **_mysql,
+)
+
 
 def _v2_outputs(conn: Connection) -> None:
     """Version 2: the outputs the running attempt registered (S3 output objects)."""
@@ -88,11 +100,25 @@ def _v2_outputs(conn: Connection) -> None:
     conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN outputs {kind} NOT NULL DEFAULT '[]'"))
 
 
+def _v3_store_id(conn: Connection) -> None:
+    """Version 3: the store's identity, carried by the keys of its output objects."""
+    identity.create(conn, checkfirst=True)
+    if read_store_id(conn) is None:
+        conn.execute(identity.insert().values(singleton=1, store_id=uuid.uuid4().hex))
+
+
+def read_store_id(conn: Connection) -> str | None:
+    """The store's identity: read once when a store opens."""
+    return conn.execute(
+        select(identity.c.store_id).where(identity.c.singleton == 1)
+    ).scalar_one_or_none()
+
+
 # Each version's change to the one before. A new database gets ``metadata`` as it is now;
 # an older one gets the changes it lacks. Version 1 is the first released table (see
 # ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_outputs}
-SCHEMA_VERSION = 2
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_outputs, 3: _v3_store_id}
+SCHEMA_VERSION = 3
 
 
 def create_v1(conn: Connection, now_us: int) -> None:
@@ -122,6 +148,7 @@ def upgrade(conn: Connection, now_us: int) -> list[int]:
     have = installed_version(conn) or 0
     if have == 0:
         metadata.create_all(conn, tables=[jobs])
+        _v3_store_id(conn)
         conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
         return [SCHEMA_VERSION]
     applied = []

@@ -217,6 +217,9 @@ class BlockingStore:
         self.store = store
         self.portal = portal
 
+    def store_id(self) -> str:
+        return self.portal.call(self.store.store_id())
+
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         return self.portal.call(self.store.claim(request))
 

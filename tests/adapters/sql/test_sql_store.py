@@ -174,8 +174,11 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2]
+    assert store.upgrade() == [2, 3]
     assert store.upgrade() == []
+    again = SqlStore(empty_database)
+    assert again.store_id() == store.store_id()  # created once, kept
+    again.close()
     with store.engine.connect() as conn:
         reflected = {c["name"]: c["nullable"] for c in inspect(conn).get_columns("rill_jobs")}
     assert reflected == {c.name: c.nullable for c in jobs.columns}
