@@ -8,6 +8,8 @@ import hmac
 import itertools
 import json
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -597,3 +599,35 @@ def test_misuse_is_refused_with_clear_errors(engine: EngineSimulator, executor: 
     with pytest.raises(UsageError, match="no task 'other'"):
         engine.task(execution_id, "other")
     assert engine.wait_for(execution_id, "t").status is TaskStatus.SUCCEED
+
+
+def test_the_public_names_are_pinned() -> None:
+    import rill_executor.testing.rillflow as simulator
+
+    assert sorted(simulator.__all__) == [
+        "CallbackRecord",
+        "DagStatus",
+        "DispatchRecord",
+        "EngineSimulator",
+        "Pattern",
+        "Retry",
+        "Task",
+        "TaskStatus",
+        "TaskView",
+        "Transition",
+        "Transport",
+        "callback_sign",
+        "serve_app",
+        "verify_callback_sign",
+    ]
+
+
+def test_the_testing_package_does_not_import_the_simulator() -> None:
+    # The simulator needs the rillflow extra; the store kit must import without it.
+    code = (
+        "import sys, rill_executor.testing; print('rill_executor.testing.rillflow' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
