@@ -3,7 +3,10 @@
 Answers follow the engine's ``FlowController`` and its exception handler
 (``WebExceptionHandler`` with ``HttpResponse``, serialised without null fields):
 errors are ``{"request_id": …, "error_code": …, "error": …}``, success is
-``{"request_id": …, "result": "ok"}``.
+``{"request_id": …, "result": "ok"}``. ``trigger.json`` looks the task up before anything
+else (``FlowController.trigger``), so an unknown execution or task is answered
+400/30109 "task not exists {E}:{T}" there; 500/30605 ("not found") only comes from
+``finish.json``, whose checks run inside the engine's ``validateDAGInfo``.
 """
 
 from __future__ import annotations

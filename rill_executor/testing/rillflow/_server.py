@@ -18,7 +18,11 @@ __all__ = ["serve_app"]
 
 @contextmanager
 def serve_app(
-    app: Any, *, host: str = "127.0.0.1", startup_timeout: float = 10.0, lifespan: Literal["auto", "on", "off"] = "off"
+    app: Any,
+    *,
+    host: str = "127.0.0.1",
+    startup_timeout: float = 10.0,
+    lifespan: Literal["auto", "on", "off"] = "off",
 ) -> Iterator[str]:
     """Serve ``app`` (any ASGI app, e.g. FastAPI) until the block ends; yields its base URL.
 
