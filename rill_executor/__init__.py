@@ -40,6 +40,7 @@ from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._memory_outputs import MemoryOutputStore
+from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
 from ._outputs import OutputStore, StoredObject
 from ._records import (
@@ -48,6 +49,7 @@ from ._records import (
     ErrorInfo,
     JobState,
     JobStatus,
+    NoticeInfo,
     OutputInfo,
     OutputRef,
     OwnerInfo,
@@ -88,6 +90,7 @@ __all__ = [
     "ClaimOutcome",
     "ConfigError",
     "Conflict",
+    "DueNotice",
     "ErrorInfo",
     "InProgress",
     "InvalidKey",
@@ -100,6 +103,7 @@ __all__ = [
     "KeyConflict",
     "Ledger",
     "MemoryStore",
+    "NoticeInfo",
     "OutcomeError",
     "OwnerInfo",
     "Replay",
@@ -116,6 +120,7 @@ __all__ = [
     "ThreadedAsyncStore",
     "UndecodableResult",
     "UsageError",
+    "Watch",
     "current_async_claim",
     "current_claim",
     "fingerprint_of",

@@ -6,6 +6,7 @@ claim outcomes, written rows or ``StaleAttempt``. The twins only await or call t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -21,7 +22,7 @@ from ._decisions import (
     decide_claim,
     owned_by,
 )
-from ._errors import ConfigError, StaleAttempt, StoreProtocolError
+from ._errors import ConfigError, StaleAttempt, StoreProtocolError, UsageError
 from ._keys import (
     fingerprint_of,
     job_id,
@@ -32,9 +33,18 @@ from ._keys import (
     validate_namespace,
     validate_result_version,
 )
+from ._notices import DueNotice, NoticeStatus, Watch, encode_json
 from ._outcomes import Conflict, InProgress, Replay
-from ._records import ErrorInfo, JobRow, JobState, JobStatus, at_us
-from ._store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
+from ._records import ErrorInfo, JobRow, JobState, JobStatus, NoticeInfo, at_us
+from ._store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    NoticeBatch,
+    NoticeSettlement,
+    StoreAnswer,
+    StoreStatus,
+)
 
 __all__ = ["LedgerConfig", "LedgerCore", "Seconds", "to_us"]
 
@@ -132,6 +142,8 @@ class LedgerCore:
         result_version: str | None,
         attempt_id: str | None,
         lease: Seconds | None,
+        origin: Any = None,
+        watch: Watch | None = None,
     ) -> ClaimRequest:
         text = validate_key(key)
         return ClaimRequest(
@@ -144,6 +156,8 @@ class LedgerCore:
             result_version=validate_result_version(result_version),
             attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
             lease_us=self.lease_us(lease),
+            origin=None if origin is None else encode_json(origin, "origin"),
+            watch=None if watch is None else watch.encode(),
         )
 
     def lease_us(self, lease: Seconds | None) -> int:
@@ -270,6 +284,31 @@ class LedgerCore:
             error=encode_error(error, retryable=retryable),
             retryable=retryable,
             retention_us=self.config.retention_us,
+        )
+
+    @staticmethod
+    def due_notices(batch: NoticeBatch, owner: str) -> list[DueNotice]:
+        due = []
+        for leased in batch.notices:
+            (info,) = NoticeInfo.many(f"[{leased.notice}]")
+            success = info.state is JobState.SUCCEEDED and leased.result is not None
+            result = json.loads(leased.result) if success else None  # type: ignore[arg-type]
+            due.append(DueNotice(leased.job_id, leased.namespace, leased.key, owner, info, result))
+        return due
+
+    @staticmethod
+    def settlement(
+        notice: DueNotice, status: str, outcome: str, detail: str | None, retry_in: Seconds
+    ) -> NoticeSettlement:
+        if status not in (NoticeStatus.DELIVERED, NoticeStatus.DROPPED, NoticeStatus.PENDING):
+            raise UsageError(f"notice status must be delivered, dropped or pending, not {status!r}")
+        return NoticeSettlement(
+            notice_id=notice.info.id,
+            owner=notice.owner,
+            status=status,
+            outcome=outcome,
+            detail=detail,
+            retry_in_us=to_us(retry_in, "retry_in", zero=True),
         )
 
     @staticmethod

@@ -11,6 +11,7 @@ import enum
 import json
 from dataclasses import replace
 
+from ._notices import add_watch, finish_notices, replay_notice
 from ._records import JobRow, JobState
 from ._store import AttemptRef, ClaimRequest, Completion
 
@@ -26,6 +27,7 @@ __all__ = [
     "heartbeat_row",
     "owned_by",
     "registered_row",
+    "watched_row",
 ]
 
 
@@ -74,7 +76,25 @@ def claimed_row(job: JobRow | None, request: ClaimRequest, now: int) -> JobRow:
         finished_at=None,
         retain_until=None,
         outputs="[]",
+        origin=request.origin,
+        watchers=add_watch(job.watchers if job else "{}", request.watch),
+        notices=job.notices if job else "[]",
     )
+
+
+def watched_row(job: JobRow, action: ClaimAction, request: ClaimRequest, now: int) -> JobRow | None:
+    """What a claim that did not claim the job writes for its watch, or None: a running job
+    keeps the watch until its finish; an ended one answers it with a notice at once."""
+    if request.watch is None:
+        return None
+    if action is ClaimAction.IN_PROGRESS:
+        return replace(job, watchers=add_watch(job.watchers, request.watch))
+    if action is ClaimAction.REPLAY:
+        notices = replay_notice(
+            job.notices, request.watch, job.fence, job.state.value, job.error, now
+        )
+        return replace(job, notices=notices)
+    return None
 
 
 class WriteRejection(enum.StrEnum):
@@ -145,9 +165,14 @@ def ended_outputs(registered: str, committed: str) -> str:
 
 
 def finished_row(job: JobRow, completion: Completion, now: int) -> JobRow:
+    notices = finish_notices(
+        job.notices, job.watchers, job.fence, completion.state.value, completion.error, now
+    )
     return replace(
         job,
         outputs="[]",
+        watchers="{}",
+        notices=notices,
         state=completion.state,
         lease_until=None,
         result=completion.result,

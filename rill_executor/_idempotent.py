@@ -36,6 +36,7 @@ __all__ = [
     "HANDLER_NAME",
     "Handler",
     "IdempotentSpec",
+    "answer_async",
     "current_async_claim",
     "current_claim",
     "stored_key",
@@ -294,13 +295,21 @@ def _run_claimed_sync(
 
 
 async def run_async(
-    ledger: AsyncLedger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ledger: AsyncLedger,
+    spec: IdempotentSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    **claim_options: Any,
 ) -> Any:
+    """Claim, then run the handler or answer from the job; ``claim_options`` (attempt id,
+    origin) go to every claim this call makes."""
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = spec.waiter()
     while True:
-        outcome = await ledger.claim(key, fingerprint=fingerprint, result_version=version)
+        outcome = await ledger.claim(
+            key, fingerprint=fingerprint, result_version=version, **claim_options
+        )
         if isinstance(outcome, AsyncClaim):
             return await _run_claimed_async(spec, outcome, args, kwargs)
         if not isinstance(outcome, InProgress):
@@ -309,6 +318,15 @@ async def run_async(
         if delay is None:
             raise outcome.error()
         await asyncio.sleep(delay)
+
+
+async def answer_async(
+    spec: IdempotentSpec, outcome: AsyncClaim | Replay | Conflict, args: tuple[Any, ...]
+) -> Any:
+    """Run the handler under a claim already made, or answer from a replay or conflict."""
+    if isinstance(outcome, AsyncClaim):
+        return await _run_claimed_async(spec, outcome, args, {})
+    return _answer(spec, outcome)
 
 
 async def _run_claimed_async(

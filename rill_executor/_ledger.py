@@ -32,6 +32,7 @@ from ._housekeeping import (
 )
 from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
 from ._keys import validate_store_id
+from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
@@ -62,6 +63,12 @@ class _Found:
             jobs=jobs,
             unknown=tuple(self.unknown),
         )
+
+
+def _limit(limit: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 1000:
+        raise UsageError(f"limit must be an int from 1 to 1000, got {limit!r}")
+    return limit
 
 
 def _committed(key: str, status: JobStatus | None) -> JobStatus:
@@ -197,14 +204,24 @@ class Ledger(_LedgerBase):
         result_version: str | None = None,
         attempt_id: str | None = None,
         lease: Seconds | None = None,
+        origin: Any = None,
+        watch: Watch | None = None,
     ) -> ClaimOutcome:
-        """Claim ``key`` in one store round trip; see ``ClaimOutcome`` for the answers."""
+        """Claim ``key`` in one store round trip; see ``ClaimOutcome`` for the answers.
+
+        ``origin`` (JSON data) says what this attempt answers, e.g. an engine dispatch; it
+        is kept in the attempt's history entry. ``watch`` asks for a completion notice
+        when the job ends (see ``lease_notices``); a job that already ended answers it at
+        once, a running one keeps it until its finish.
+        """
         request = self._core.claim_request(
             key,
             fingerprint=fingerprint,
             result_version=result_version,
             attempt_id=attempt_id,
             lease=lease,
+            origin=origin,
+            watch=watch,
         )
         answer, resent = resend_once(lambda: self.store.claim(request))
         outcome = self._core.claim_outcome(request, answer, resent=resent)
@@ -217,6 +234,29 @@ class Ledger(_LedgerBase):
         (a decorated function or its name) looks up that handler's job for ``key``."""
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(self.store.status(job_id))
+
+    def lease_notices(
+        self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
+    ) -> list[DueNotice]:
+        """Lease up to ``limit`` of this namespace's due completion notices to ``owner``
+        for ``lease``: no other deliverer gets them meanwhile. Send each, then settle it."""
+        lease_us = to_us(lease, "lease")
+        batch = self.store.lease_notices(self.namespace, owner, lease_us, _limit(limit))
+        return self._core.due_notices(batch, owner)
+
+    def settle_notice(
+        self,
+        notice: DueNotice,
+        status: str,
+        outcome: str,
+        *,
+        detail: str | None = None,
+        retry_in: Seconds = 0,
+    ) -> bool:
+        """Record how a delivery ended: ``delivered``, ``dropped`` (never to be taken), or
+        ``pending`` to try again after ``retry_in``. False if the lease was lost first."""
+        settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
+        return self.store.settle_notice(notice.job_id, settlement)
 
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
@@ -352,6 +392,8 @@ class AsyncLedger(_LedgerBase):
         result_version: str | None = None,
         attempt_id: str | None = None,
         lease: Seconds | None = None,
+        origin: Any = None,
+        watch: Watch | None = None,
     ) -> AsyncClaimOutcome:
         request = self._core.claim_request(
             key,
@@ -359,6 +401,8 @@ class AsyncLedger(_LedgerBase):
             result_version=result_version,
             attempt_id=attempt_id,
             lease=lease,
+            origin=origin,
+            watch=watch,
         )
         answer, resent = await resend_once_async(lambda: self.store.claim(request))
         outcome = self._core.claim_outcome(request, answer, resent=resent)
@@ -369,6 +413,25 @@ class AsyncLedger(_LedgerBase):
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(await self.store.status(job_id))
+
+    async def lease_notices(
+        self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
+    ) -> list[DueNotice]:
+        lease_us = to_us(lease, "lease")
+        batch = await self.store.lease_notices(self.namespace, owner, lease_us, _limit(limit))
+        return self._core.due_notices(batch, owner)
+
+    async def settle_notice(
+        self,
+        notice: DueNotice,
+        status: str,
+        outcome: str,
+        *,
+        detail: str | None = None,
+        retry_in: Seconds = 0,
+    ) -> bool:
+        settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
+        return await self.store.settle_notice(notice.job_id, settlement)
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)

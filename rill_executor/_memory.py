@@ -7,6 +7,7 @@ creation, so, like a database's, it does not follow later changes of the caller'
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -22,9 +23,20 @@ from ._decisions import (
     finished_row,
     heartbeat_row,
     registered_row,
+    watched_row,
 )
+from ._notices import leasable, lease_notice, settle_notice
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
-from ._store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
+from ._store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    LeasedNotice,
+    NoticeBatch,
+    NoticeSettlement,
+    StoreAnswer,
+    StoreStatus,
+)
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"]
 
@@ -50,6 +62,9 @@ class MemoryStore:
             job = self._jobs.get(request.job_id)
             action = decide_claim(job, request, now)
             if action not in (ClaimAction.INSERT, ClaimAction.TAKEOVER):
+                watched = None if job is None else watched_row(job, action, request, now)
+                if watched is not None:
+                    job = self._jobs[request.job_id] = watched
                 return StoreAnswer(ok=False, job=job, now=now)
             new = claimed_row(job, request, now)
             attempts = self._attempts.setdefault(request.job_id, [])
@@ -57,7 +72,15 @@ class MemoryStore:
                 outputs = ended_outputs(job.outputs, "[]")
                 self._end_attempt(attempts, job.fence, AttemptOutcome.EXPIRED, now, None, outputs)
             attempts.append(
-                AttemptRow(new.fence, request.attempt_id, now, None, AttemptOutcome.RUNNING, None)
+                AttemptRow(
+                    new.fence,
+                    request.attempt_id,
+                    now,
+                    None,
+                    AttemptOutcome.RUNNING,
+                    None,
+                    origin=request.origin,
+                )
             )
             self._jobs[request.job_id] = new
             return StoreAnswer(ok=True, job=new, now=now)
@@ -102,6 +125,37 @@ class MemoryStore:
                 return None
             return StoreStatus(job, list(self._attempts.get(job_id, ())), self._now())
 
+    def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
+        with self._lock:
+            now = self._now()
+            due = sorted(
+                (notice["due"], job_id, notice["id"])
+                for job_id, job in self._jobs.items()
+                if job.namespace == namespace
+                for notice in json.loads(job.notices)
+                if leasable(notice, now)
+            )[:limit]
+            leased: list[LeasedNotice] = []
+            for _, job_id, notice_id in due:
+                job = self._jobs[job_id]
+                notices = json.loads(job.notices)
+                notice = next(n for n in notices if n["id"] == notice_id)
+                lease_notice(notice, owner, lease_us, now)
+                self._jobs[job_id] = replace(job, notices=json.dumps(notices))
+                leased.append(
+                    LeasedNotice(job_id, job.namespace, job.key, json.dumps(notice), job.result)
+                )
+            return NoticeBatch(leased, now)
+
+    def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        with self._lock:
+            now, job = self._now(), self._jobs.get(job_id)
+            settled = None if job is None else settle_notice(job.notices, settlement, now)
+            if job is None or settled is None:
+                return False
+            self._jobs[job_id] = replace(job, notices=settled)
+            return True
+
     def close(self) -> None:
         pass
 
@@ -144,6 +198,14 @@ class AsyncMemoryStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return self.sync.status(job_id)
+
+    async def lease_notices(
+        self, namespace: str, owner: str, lease_us: int, limit: int
+    ) -> NoticeBatch:
+        return self.sync.lease_notices(namespace, owner, lease_us, limit)
+
+    async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        return self.sync.settle_notice(job_id, settlement)
 
     async def close(self) -> None:
         pass

@@ -23,6 +23,7 @@ __all__ = [
     "JobRow",
     "JobState",
     "JobStatus",
+    "NoticeInfo",
     "OutputInfo",
     "OutputRef",
     "OwnerInfo",
@@ -69,6 +70,9 @@ class JobRow:
     finished_at: int | None
     retain_until: int | None
     outputs: str = "[]"  # JSON: the outputs the current owner registered (name, key, uri)
+    origin: str | None = None  # JSON: what the current owner answers (e.g. an engine dispatch)
+    watchers: str = "{}"  # JSON: watch id -> target, dispatches waiting for the job's end
+    notices: str = "[]"  # JSON: the outbox, completion notices and their delivery
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,7 @@ class AttemptRow:
     outcome: AttemptOutcome
     error: str | None
     outputs: str = "[]"  # JSON: its outputs, each with "committed": true/false
+    origin: str | None = None  # JSON: what it answered (e.g. an engine dispatch)
 
 
 def from_us(us: int | None) -> datetime | None:
@@ -168,6 +173,46 @@ class AttemptInfo(_View):
     outcome: AttemptOutcome
     error: ErrorInfo | None
     outputs: tuple[OutputInfo, ...] = ()
+    origin: dict[str, Any] | None = None  # what it answered, e.g. a Rill Flow dispatch
+
+
+class NoticeInfo(_View):
+    """A completion notice in the job's outbox: whom to tell which outcome, and its delivery."""
+
+    id: str
+    watch: str  # the watch it answers (for Rill Flow: execution id and task name)
+    target: Any  # where to send it (for Rill Flow: the callback URL)
+    fence: int  # the finish whose outcome it reports
+    state: JobState  # that outcome
+    error: ErrorInfo | None
+    status: str  # pending, delivered or dropped
+    attempts: int  # deliveries tried
+    due: datetime
+    outcome: str | None  # how the last delivery was answered
+    detail: str | None
+    created_at: datetime
+    settled_at: datetime | None
+
+    @classmethod
+    def many(cls, text: str | None) -> tuple[NoticeInfo, ...]:
+        return tuple(
+            cls(
+                id=n["id"],
+                watch=n["watch"],
+                target=n["target"],
+                fence=n["fence"],
+                state=JobState(n["state"]),
+                error=None if n["error"] is None else ErrorInfo.model_validate(n["error"]),
+                status=n["status"],
+                attempts=n["attempts"],
+                due=at_us(n["due"]),
+                outcome=n["outcome"],
+                detail=n["detail"],
+                created_at=at_us(n["created_at"]),
+                settled_at=from_us(n["settled_at"]),
+            )
+            for n in json.loads(text or "[]")
+        )
 
 
 class JobStatus(_View):
@@ -188,6 +233,8 @@ class JobStatus(_View):
     retain_until: datetime | None
     store_time: datetime
     attempts: tuple[AttemptInfo, ...]
+    watchers: dict[str, Any] = {}  # dispatches waiting for the end (watch id -> target)
+    notices: tuple[NoticeInfo, ...] = ()  # the outbox
 
     @property
     def outputs(self) -> tuple[OutputRef, ...]:
@@ -236,9 +283,12 @@ class JobStatus(_View):
                     outcome=_settled(a, job),
                     error=ErrorInfo.from_json(a.error),
                     outputs=_outputs_of(a, job),
+                    origin=None if a.origin is None else json.loads(a.origin),
                 )
                 for a in sorted(attempts, key=lambda a: a.fence)
             ),
+            watchers=json.loads(job.watchers or "{}"),
+            notices=NoticeInfo.many(job.notices),
         )
 
 

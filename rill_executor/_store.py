@@ -29,6 +29,9 @@ __all__ = [
     "AttemptRef",
     "ClaimRequest",
     "Completion",
+    "LeasedNotice",
+    "NoticeBatch",
+    "NoticeSettlement",
     "Store",
     "StoreAnswer",
     "StoreStatus",
@@ -44,6 +47,8 @@ class ClaimRequest:
     result_version: str | None
     attempt_id: str
     lease_us: int
+    origin: str | None = None  # JSON: what the attempt answers; kept in its history entry
+    watch: str | None = None  # JSON {"id", "target"}: a dispatch to notify when the job ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,36 @@ class StoreAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class LeasedNotice:
+    """A notice leased for delivery, with what it needs to be sent."""
+
+    job_id: str
+    namespace: str
+    key: str
+    notice: str  # JSON: the notice as leased (see ``rill_executor.store`` notices)
+    result: str | None  # JSON: the job's committed result, for a notice of success
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeBatch:
+    notices: list[LeasedNotice]
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoticeSettlement:
+    """How a delivery ended: ``status`` delivered, dropped, or pending again after
+    ``retry_in_us``; ``outcome`` and ``detail`` say what the receiver answered."""
+
+    notice_id: str
+    owner: str
+    status: str
+    outcome: str
+    detail: str | None = None
+    retry_in_us: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StoreStatus:
     job: JobRow
     attempts: list[AttemptRow]
@@ -89,7 +124,8 @@ class Store(Protocol):
         """This store's identity (see the module docs): no round trip after the open."""
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
-        """Claim the job if it is free (see ``decide_claim``); else return it untouched."""
+        """Claim the job if it is free (see ``decide_claim``, ``claimed_row``); else return
+        it, untouched unless the request carries a watch (``watched_row``)."""
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         """Extend the owner's live lease to now + ``lease_us``; else change nothing."""
@@ -102,10 +138,20 @@ class Store(Protocol):
         """Commit or fail for the owner with a live lease, attempt history included.
 
         The ended attempt's history entry lists its outputs (``ended_outputs``): the
-        committed refs, and every other registered output as uncommitted."""
+        committed refs, and every other registered output as uncommitted; and its
+        ``origin``. The job's watches become notices in the same write (``finished_row``)."""
 
     def status(self, job_id: str) -> StoreStatus | None:
         """The job and all its attempts, read together."""
+
+    def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
+        """Lease up to ``limit`` of the namespace's due notices (``leasable``) to ``owner``
+        until now + ``lease_us`` (``lease_notice``), earliest due first, atomically: two
+        deliverers never hold one notice at once."""
+
+    def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        """Settle a leased notice (``settle_notice``) if ``settlement.owner`` still holds its
+        lease; False, writing nothing, otherwise."""
 
     def close(self) -> None: ...
 
@@ -124,5 +170,11 @@ class AsyncStore(Protocol):
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer: ...
 
     async def status(self, job_id: str) -> StoreStatus | None: ...
+
+    async def lease_notices(
+        self, namespace: str, owner: str, lease_us: int, limit: int
+    ) -> NoticeBatch: ...
+
+    async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool: ...
 
     async def close(self) -> None: ...

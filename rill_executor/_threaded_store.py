@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
-from ._store import AttemptRef, ClaimRequest, Completion, Store, StoreAnswer, StoreStatus
+from ._store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    NoticeBatch,
+    NoticeSettlement,
+    Store,
+    StoreAnswer,
+    StoreStatus,
+)
 
 __all__ = ["ThreadedAsyncStore"]
 
@@ -32,6 +41,14 @@ class ThreadedAsyncStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return await asyncio.to_thread(self.sync.status, job_id)
+
+    async def lease_notices(
+        self, namespace: str, owner: str, lease_us: int, limit: int
+    ) -> NoticeBatch:
+        return await asyncio.to_thread(self.sync.lease_notices, namespace, owner, lease_us, limit)
+
+    async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        return await asyncio.to_thread(self.sync.settle_notice, job_id, settlement)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

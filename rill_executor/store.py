@@ -1,6 +1,7 @@
 """The public port for store adapters: request/answer types and the shared lifecycle rules.
 
-An adapter imports only this module (and its own driver).
+An adapter imports only this module (and its own driver). The outbox rules (watches,
+notices, their leases) are here too; see ``rill_executor._notices`` for what they mean.
 """
 
 from ._decisions import (
@@ -13,14 +14,28 @@ from ._decisions import (
     finished_row,
     heartbeat_row,
     registered_row,
+    watched_row,
 )
 from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
+from ._notices import (
+    NoticeStatus,
+    add_watch,
+    finish_notices,
+    leasable,
+    lease_notice,
+    notice_due,
+    replay_notice,
+    settle_notice,
+)
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._store import (
     AsyncStore,
     AttemptRef,
     ClaimRequest,
     Completion,
+    LeasedNotice,
+    NoticeBatch,
+    NoticeSettlement,
     Store,
     StoreAnswer,
     StoreStatus,
@@ -36,6 +51,10 @@ __all__ = [
     "Completion",
     "JobRow",
     "JobState",
+    "LeasedNotice",
+    "NoticeBatch",
+    "NoticeSettlement",
+    "NoticeStatus",
     "SchemaMissing",
     "Store",
     "StoreAnswer",
@@ -44,11 +63,19 @@ __all__ = [
     "StoreStatus",
     "StoreUnavailable",
     "WriteRejection",
+    "add_watch",
     "check_write",
     "claimed_row",
     "decide_claim",
     "ended_outputs",
+    "finish_notices",
     "finished_row",
     "heartbeat_row",
+    "lease_notice",
+    "leasable",
+    "notice_due",
     "registered_row",
+    "replay_notice",
+    "settle_notice",
+    "watched_row",
 ]

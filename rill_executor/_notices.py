@@ -1,0 +1,204 @@
+"""The outbox: completion notices kept in the job record, and the rules for them (no I/O).
+
+A claim may carry a *watch*: a dispatch that waits for the job's end (for Rill Flow, the
+engine's callback URL of one task). The store keeps the watches of a running job with it; the
+fenced ``finish`` turns every watch into a *notice* in the same atomic write, and a claim that
+finds the job already ended turns its watch into a notice at once. A notice is therefore
+only ever made for an outcome that won a fenced finish, and it is durable before anything is
+sent. Deliverers lease notices (so that several processes never send one twice at the same
+time), send them, and settle them: delivered, dropped (the engine will never take it), or
+pending again after a delay.
+
+Watches and notices are JSON in the job record: ``watchers`` is an object (watch id →
+target), ``notices`` an array. The target is opaque to stores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import PydanticSerializationError, to_json
+
+from ._errors import InvalidPayload
+
+if TYPE_CHECKING:
+    from ._records import NoticeInfo
+    from ._store import NoticeSettlement
+
+MAX_WATCH_ID_CHARS = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """Ask to be told when the job ends: ``id`` names who waits (one notice per id and
+    outcome; for Rill Flow, the engine task), ``target`` where to send it (JSON data)."""
+
+    id: str
+    target: Any
+
+    def encode(self) -> str:
+        if not isinstance(self.id, str) or not 0 < len(self.id) <= MAX_WATCH_ID_CHARS:
+            raise InvalidPayload(
+                f"watch id {self.id!r} must be a non-empty str of at most"
+                f" {MAX_WATCH_ID_CHARS} characters"
+            )
+        return _dump({"id": self.id, "target": json.loads(encode_json(self.target, "watch"))})
+
+
+def encode_json(value: Any, what: str) -> str:
+    """``value`` as compact JSON text, or ``InvalidPayload`` naming ``what``."""
+    try:
+        return to_json(value).decode()
+    except (PydanticSerializationError, ValueError, TypeError) as exc:
+        raise InvalidPayload(f"the {what} must be JSON data: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class DueNotice:
+    """A notice leased to this deliverer: send it, then settle it before the lease ends."""
+
+    job_id: str
+    namespace: str
+    key: str
+    owner: str
+    info: NoticeInfo
+    result: Any  # the committed result (JSON data) for a notice of success, else None
+
+
+__all__ = [
+    "DueNotice",
+    "NoticeStatus",
+    "Watch",
+    "add_watch",
+    "finish_notices",
+    "lease_notice",
+    "leasable",
+    "notice_due",
+    "replay_notice",
+    "settle_notice",
+]
+
+_COMPACT = (",", ":")
+
+
+class NoticeStatus:
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DROPPED = "dropped"
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=_COMPACT)
+
+
+def add_watch(watchers: str, watch: str | None) -> str:
+    """``watchers`` with ``watch`` ({"id", "target"}) added; a later watch with the same id
+    replaces the earlier one (a re-dispatch of one engine task: its newest callback wins)."""
+    if watch is None:
+        return watchers
+    entry = json.loads(watch)
+    found = json.loads(watchers or "{}")
+    found[entry["id"]] = entry["target"]
+    return _dump(found)
+
+
+def _notice(
+    seq: int, watch_id: str, target: Any, fence: int, state: str, error: str | None, now: int
+) -> dict[str, Any]:
+    return {
+        "id": f"{fence}.{seq}",
+        "watch": watch_id,
+        "target": target,
+        "fence": fence,
+        "state": state,  # the job outcome it reports: succeeded / failed
+        "error": None if error is None else json.loads(error),
+        "status": NoticeStatus.PENDING,
+        "attempts": 0,
+        "due": now,
+        "lease_owner": None,
+        "lease_until": None,
+        "outcome": None,
+        "detail": None,
+        "created_at": now,
+        "settled_at": None,
+    }
+
+
+def finish_notices(
+    notices: str, watchers: str, fence: int, state: str, error: str | None, now: int
+) -> str:
+    """The notices after a finish at ``fence``: one more per watch, reporting ``state``."""
+    found = json.loads(notices or "[]")
+    for watch_id, target in json.loads(watchers or "{}").items():
+        found.append(_notice(len(found) + 1, watch_id, target, fence, state, error, now))
+    return _dump(found)
+
+
+def replay_notice(
+    notices: str, watch: str, fence: int, state: str, error: str | None, now: int
+) -> str:
+    """The notices after a claim found the job ended at ``fence``: the watch is answered from
+    the stored outcome. A pending notice of the same watch and fence takes the new target
+    instead of a second notice (a resend or a quick re-dispatch: one callback is enough)."""
+    entry = json.loads(watch)
+    found = json.loads(notices or "[]")
+    for notice in found:
+        pending = notice["status"] == NoticeStatus.PENDING
+        if pending and notice["watch"] == entry["id"] and notice["fence"] == fence:
+            notice["target"] = entry["target"]
+            return _dump(found)
+    found.append(_notice(len(found) + 1, entry["id"], entry["target"], fence, state, error, now))
+    return _dump(found)
+
+
+def leasable(notice: dict[str, Any], now: int) -> bool:
+    lease = notice["lease_until"]
+    return (
+        notice["status"] == NoticeStatus.PENDING
+        and notice["due"] <= now
+        and (lease is None or lease <= now)
+    )
+
+
+def notice_due(notices: str) -> int | None:
+    """When the earliest pending notice may next be leased (its due time or the end of its
+    lease); None when nothing is pending. SQL stores index this."""
+    due = [
+        max(n["due"], n["lease_until"] or 0)
+        for n in json.loads(notices or "[]")
+        if n["status"] == NoticeStatus.PENDING
+    ]
+    return min(due) if due else None
+
+
+def lease_notice(notice: dict[str, Any], owner: str, lease_us: int, now: int) -> None:
+    notice["lease_owner"] = owner
+    notice["lease_until"] = now + lease_us
+    notice["attempts"] += 1
+
+
+def settle_notice(notices: str, settlement: NoticeSettlement, now: int) -> str | None:
+    """The notices with ``settlement`` applied, or None if its owner does not hold the
+    notice's lease any more (another deliverer may have it: nothing is written)."""
+    found = json.loads(notices or "[]")
+    for notice in found:
+        if notice["id"] != settlement.notice_id:
+            continue
+        lease = notice["lease_until"]
+        held = notice["lease_owner"] == settlement.owner and lease is not None and lease > now
+        if not held or notice["status"] != NoticeStatus.PENDING:
+            return None
+        again = settlement.status == NoticeStatus.PENDING
+        notice.update(
+            status=settlement.status,
+            lease_owner=None,
+            lease_until=None,
+            outcome=settlement.outcome,
+            detail=settlement.detail,
+            settled_at=None if again else now,
+            due=now + settlement.retry_in_us if again else notice["due"],
+        )
+        return _dump(found)
+    return None
