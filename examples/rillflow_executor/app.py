@@ -1,0 +1,65 @@
+"""A minimal Rill Flow executor: one task, idempotent by its business key.
+
+Run it (two worker processes share the store and deliver callbacks without sending one twice)::
+
+    RILL_STORE=sqlite:///jobs.db uvicorn examples.rillflow_executor.app:app --workers 2 --port 8000
+
+Then point a Rill Flow function task at ``http://127.0.0.1:8000/segments`` (``task_sync`` or
+``task_async``) with an input such as ``{"video": "A", "segment": 1, "profile": "h264-v2"}``.
+``RILL_STATUS_TOKEN`` (16+ characters) opens ``GET /rill/jobs/segments/{key}?handler=segment``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from rill_executor import AsyncLedger, TerminalError
+from rill_executor.rillflow import Dispatch, RillFlowExecutor, status_router
+
+
+class Segment(BaseModel):
+    video: str
+    segment: int
+    profile: str
+    seconds: float = 0.0  # how long the work takes (for trying the engine's timeouts)
+    fail: str | None = None  # "terminal": a failure that must not be retried
+
+
+class Encoded(BaseModel):
+    uri: str
+    frames: int
+
+
+ledger = AsyncLedger(
+    os.environ.get("RILL_STORE", "sqlite:///jobs.db"),
+    namespace="segments",
+    lease=float(os.environ.get("RILL_LEASE", "30")),
+)
+executor = RillFlowExecutor(ledger)
+app = FastAPI(lifespan=executor.lifespan)
+app.include_router(executor.router)
+if token := os.environ.get("RILL_STATUS_TOKEN"):
+    app.include_router(status_router([ledger], tokens={token: ["segments"]}))
+
+_RUNS = os.environ.get("RILL_RUN_LOG")  # a file each run appends a line to (for tests)
+
+
+@executor.task(
+    "/segments",
+    key=lambda job: f"{job.video}:{job.segment}:{job.profile}",
+    result_version=lambda job: job.profile,
+    name="segment",
+)
+def segment(job: Segment, dispatch: Dispatch) -> Encoded:
+    if _RUNS:
+        with Path(_RUNS).open("a") as log:
+            log.write(f"{job.video}:{job.segment}:{job.profile} {dispatch.execution_id}\n")
+    time.sleep(job.seconds)
+    if job.fail == "terminal":
+        raise TerminalError(f"cannot encode {job.video} as {job.profile}")
+    return Encoded(uri=f"s3://segments/{job.video}/{job.segment}.{job.profile}.mp4", frames=250)

@@ -1,0 +1,41 @@
+"""Rill Flow executors: dispatches in, idempotent runs, answers and callbacks out.
+
+Needs the ``rillflow`` extra (FastAPI, httpx)::
+
+    from fastapi import FastAPI
+    from rill_executor import AsyncLedger
+    from rill_executor.rillflow import RillFlowExecutor
+
+    ledger = AsyncLedger("sqlite:///jobs.db", namespace="transcode")
+    executor = RillFlowExecutor(ledger)
+
+    @executor.task("/transcode", key=lambda job: f"{job.video}:{job.segment}:{job.profile}")
+    async def transcode(job: SegmentJob) -> SegmentResult: ...
+
+    app = FastAPI(lifespan=executor.lifespan)
+    app.include_router(executor.router)
+
+See ``docs/rillflow.md``.
+"""
+
+from ._callbacks import MAX_CALLBACK_CHARS, Callback, CallbackClass, callback_for, classify
+from ._deliverer import Deliverer, Delivery
+from ._dispatch import BadDispatch, Dispatch, parse_dispatch
+from ._executor import CallbackTooLarge, RillFlowExecutor
+from ._status import status_router
+
+__all__ = [
+    "MAX_CALLBACK_CHARS",
+    "BadDispatch",
+    "Callback",
+    "CallbackClass",
+    "CallbackTooLarge",
+    "Deliverer",
+    "Delivery",
+    "Dispatch",
+    "RillFlowExecutor",
+    "callback_for",
+    "classify",
+    "parse_dispatch",
+    "status_router",
+]

@@ -1,0 +1,148 @@
+"""The deliverer: sends the outbox's completion notices to the engine, and settles them.
+
+Notices are leased before they are sent, so several worker processes (uvicorn ``--workers``)
+never send one notice at the same time; a deliverer that dies holding a lease only delays
+the notice until the lease runs out. A notice the engine did not take is tried again later,
+with a doubling delay, up to ``max_attempts`` tries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+import httpx
+
+from .._core import Seconds, to_us
+from .._ledger import AsyncLedger
+from .._notices import DueNotice, NoticeStatus
+from ._callbacks import (
+    MAX_CALLBACK_CHARS,
+    CallbackClass,
+    callback_for,
+    classify,
+    retry_delay,
+    settle_as,
+)
+
+__all__ = ["Deliverer", "Delivery"]
+
+log = logging.getLogger("rill_executor.rillflow")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What became of one notice in one delivery round."""
+
+    key: str
+    notice_id: str
+    watch: str
+    classification: CallbackClass
+    detail: str
+    settled: bool  # False: the lease ran out before the answer was recorded
+
+
+class Deliverer:
+    """Delivers ``ledger``'s due notices: ``await deliver()`` once, or ``start()`` a loop."""
+
+    def __init__(
+        self,
+        ledger: AsyncLedger,
+        *,
+        client: httpx.AsyncClient | None = None,
+        owner: str | None = None,
+        lease: Seconds = timedelta(seconds=30),
+        batch: int = 16,
+        poll: Seconds = timedelta(seconds=1),
+        max_attempts: int = 20,
+        timeout: Seconds = timedelta(seconds=5),
+    ) -> None:
+        self.ledger = ledger
+        self.owner = owner or f"deliverer-{secrets.token_hex(6)}"
+        self._lease = timedelta(microseconds=to_us(lease, "lease"))
+        self._batch = batch
+        self._poll = to_us(poll, "poll") / 1e6
+        self._max_attempts = max_attempts
+        seconds = to_us(timeout, "timeout") / 1e6
+        self._client = client or httpx.AsyncClient(timeout=seconds, trust_env=False)
+        self._own_client = client is None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def deliver(self) -> list[Delivery]:
+        """Lease the due notices and send them, until none is due; what became of each."""
+        done: list[Delivery] = []
+        while True:
+            due = await self.ledger.lease_notices(
+                owner=self.owner, lease=self._lease, limit=self._batch
+            )
+            if not due:
+                return done
+            done.extend(await asyncio.gather(*(self._send(notice) for notice in due)))
+
+    async def _send(self, notice: DueNotice) -> Delivery:
+        callback = callback_for(notice.info, notice.result)
+        if len(callback.body) > MAX_CALLBACK_CHARS:
+            kind, detail = (
+                CallbackClass.REFUSED,
+                (
+                    f"the callback body is {len(callback.body)} characters, over the engine's"
+                    f" {MAX_CALLBACK_CHARS}; not sent"
+                ),
+            )
+        else:
+            try:
+                answer = await self._client.post(
+                    callback.url,
+                    content=callback.body,
+                    headers={"Content-Type": "application/json"},
+                )
+                kind, detail = classify(answer.status_code, answer.text)
+            except httpx.HTTPError as exc:
+                kind, detail = classify(None, f"{type(exc).__name__}: {exc}")
+        status, retry_in = settle_as(kind), 0.0
+        if status == NoticeStatus.PENDING:
+            if notice.info.attempts >= self._max_attempts:
+                status, detail = (
+                    NoticeStatus.DROPPED,
+                    f"gave up after {notice.info.attempts} tries; {detail}",
+                )
+            else:
+                retry_in = retry_delay(notice.info.attempts)
+        settled = await self.ledger.settle_notice(
+            notice, status, kind.value, detail=detail, retry_in=retry_in
+        )
+        if kind not in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE):
+            log.warning("callback for %s (%s): %s, %s", notice.key, notice.info.watch, kind, detail)
+        return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
+
+    def wake(self) -> None:
+        """Deliver now rather than at the next poll (after a commit, say)."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.deliver()
+            except Exception:  # a store or engine outage: try again at the next poll
+                log.exception("delivering completion notices failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+            self._wake.clear()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"rill-{self.owner}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._own_client:
+            await self._client.aclose()

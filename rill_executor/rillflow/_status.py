@@ -1,0 +1,83 @@
+"""The status endpoint: a job and its whole history by (namespace, key), for the engine's
+operators, behind bearer tokens that each name the namespaces they may read.
+
+``GET {prefix}/jobs/{namespace}/{key}[?handler=NAME]`` answers the ``JobStatus`` as JSON;
+``handler`` looks up a decorated (or mounted) handler's job for that business key.
+401: no or unknown token; 403: the token may not read that namespace; 404: no such
+namespace here, or no such job.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Collection, Iterable, Mapping
+from typing import Annotated
+
+from fastapi import APIRouter, Header, HTTPException, Query
+from fastapi.responses import JSONResponse
+
+from .._errors import ConfigError, UsageError
+from .._ledger import AsyncLedger
+
+__all__ = ["status_router"]
+
+_ALL = "*"
+
+
+def _token(authorization: str | None) -> str | None:
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def _allowed(tokens: Mapping[str, Collection[str]], token: str | None) -> Collection[str] | None:
+    """The namespaces ``token`` may read, comparing in constant time; None if unknown."""
+    found: Collection[str] | None = None
+    for known, namespaces in tokens.items():
+        if token is not None and hmac.compare_digest(known.encode(), token.encode()):
+            found = namespaces
+    return found
+
+
+def status_router(
+    ledgers: Iterable[AsyncLedger],
+    *,
+    tokens: Mapping[str, Collection[str]],
+    prefix: str = "/rill",
+) -> APIRouter:
+    """A router answering job status for ``ledgers`` (one per namespace).
+
+    ``tokens`` maps each bearer token to the namespaces it may read (``"*"``: all).
+    """
+    by_namespace = {ledger.namespace: ledger for ledger in ledgers}
+    if not tokens or any(not isinstance(t, str) or len(t) < 16 for t in tokens):
+        raise ConfigError(
+            "status_router needs bearer tokens of at least 16 characters, e.g."
+            " secrets.token_urlsafe(32), each mapped to the namespaces it may read"
+        )
+    router = APIRouter(prefix=prefix)
+    unauthorized = {"WWW-Authenticate": "Bearer"}
+
+    @router.get("/jobs/{namespace}/{key:path}")
+    async def job_status(
+        namespace: str,
+        key: str,
+        handler: Annotated[str | None, Query()] = None,
+        authorization: Annotated[str | None, Header()] = None,
+    ) -> JSONResponse:
+        allowed = _allowed(tokens, _token(authorization))
+        if allowed is None:
+            raise HTTPException(401, "a valid bearer token is required", headers=unauthorized)
+        if _ALL not in allowed and namespace not in allowed:
+            raise HTTPException(403, f"this token may not read namespace {namespace!r}")
+        ledger = by_namespace.get(namespace)
+        if ledger is None:
+            raise HTTPException(404, f"no namespace {namespace!r} is served here")
+        try:
+            status = await ledger.status(key, handler=handler)
+        except UsageError as exc:
+            raise HTTPException(400, str(exc)) from None
+        if status is None:
+            raise HTTPException(404, f"no job for key {key!r} in namespace {namespace!r}")
+        return JSONResponse(status.model_dump(mode="json"))
+
+    return router

@@ -1,0 +1,164 @@
+"""The example executor (examples/rillflow_executor) as a real service: uvicorn with two
+worker processes in a process group of its own, started, killed and restarted by tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+STATUS_TOKEN = "status-token-for-the-tests"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ExecutorService:
+    def __init__(
+        self, store_url: str, workdir: Path, *, lease: float = 3.0, workers: int = 2
+    ) -> None:
+        self.store_url = store_url
+        self.workdir = workdir
+        self.lease = lease
+        self.workers = workers
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.run_log = workdir / "runs.log"
+        self.run_log.touch()
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ExecutorService:
+        env = {
+            **os.environ,
+            "RILL_STORE": self.store_url,
+            "RILL_RUN_LOG": str(self.run_log),
+            "RILL_STATUS_TOKEN": STATUS_TOKEN,
+            "RILL_LEASE": str(self.lease),
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "examples.rillflow_executor.app:app",
+            "--workers",
+            str(self.workers),
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+        ]
+        with (self.workdir / "uvicorn.log").open("ab") as log:
+            self._process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"the executor exited: {self.log()}")
+            try:
+                if httpx.get(f"{self.url}/openapi.json", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"the executor did not start: {self.log()}")
+
+    def log(self) -> str:
+        return (self.workdir / "uvicorn.log").read_text(errors="replace")[-3000:]
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self._process is not None
+        os.killpg(self._process.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the whole service, workers included: nothing runs its shutdown."""
+        if self._process is None:
+            return
+        self.signal(signal.SIGKILL)
+        self._process.wait(10)
+        self._process = None
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self.signal(signal.SIGTERM)
+        try:
+            self._process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            self._process.wait(10)
+        self._process = None
+
+    def runs(self) -> Counter[str]:
+        """How often each business key's handler started."""
+        return Counter(line.split()[0] for line in self.run_log.read_text().splitlines())
+
+    def status(self, key: str) -> httpx.Response:
+        return httpx.get(
+            f"{self.url}/rill/jobs/segments/{key}?handler=segment",
+            headers={"Authorization": f"Bearer {STATUS_TOKEN}"},
+            timeout=5,
+        )
+
+
+class Forwarder:
+    """A TCP forwarder the test steers: to one upstream port, then another, or refusing
+    every connection (``refuse()``): an engine or executor that cannot be reached."""
+
+    def __init__(self, upstream: int | None) -> None:
+        self.upstream = upstream
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def retarget(self, upstream: int | None) -> None:
+        self.upstream = upstream
+
+    def refuse(self) -> None:
+        self.upstream = None
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = self.upstream
+            if upstream is None:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(("127.0.0.1", upstream))
+            except OSError:
+                client.close()
+                continue
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    for sock in (source, sink):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

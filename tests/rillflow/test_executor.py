@@ -1,0 +1,252 @@
+"""The Rill Flow executor against the engine simulator, over real HTTP (in-process servers).
+
+The handlers count their runs; each scenario checks the engine's view (task state, output,
+callbacks and their answers) and the ledger's (one execution, the attempt history).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from rill_executor import AsyncLedger, AttemptOutcome, JobState, JobStatus, TerminalError
+from rill_executor.rillflow import RillFlowExecutor, status_router
+from rill_executor.testing.rillflow import (
+    EngineSimulator,
+    Pattern,
+    Retry,
+    Task,
+    TaskStatus,
+    serve_app,
+)
+
+
+class Segment(BaseModel):
+    video: str
+    segment: int
+    profile: str = "h264-v2"
+    seconds: float = 0.0  # how long the handler works
+    fail: str | None = None  # "retryable" / "terminal": fail the first run this way
+
+
+class Transcoded(BaseModel):
+    uri: str
+    frames: int
+
+
+class Service:
+    """An executor service: one ledger, one executor app, handlers that count their runs."""
+
+    def __init__(self, url: str) -> None:
+        self.runs: Counter[str] = Counter()
+        self.ledger = AsyncLedger(url, namespace="transcode", lease=5)
+        self.executor = RillFlowExecutor(self.ledger)
+        self.app = FastAPI(lifespan=self.executor.lifespan)
+
+        @self.executor.task(
+            "/transcode",
+            key=lambda job: f"{job.video}:{job.segment}:{job.profile}",
+            result_version=lambda job: job.profile,
+            name="transcode",
+        )
+        def transcode(job: Segment) -> Transcoded:
+            key = f"{job.video}:{job.segment}:{job.profile}"
+            self.runs[key] += 1
+            time.sleep(job.seconds)
+            if job.fail == "retryable" and self.runs[key] == 1:
+                raise ConnectionError("the storage node went away")
+            if job.fail == "terminal":
+                raise TerminalError("unsupported codec")
+            if job.fail == "huge":
+                return Transcoded(uri="s3://out/" + "x" * 7000, frames=1)
+            return Transcoded(uri=f"s3://out/{job.video}/{job.segment}", frames=250)
+
+        self.app.include_router(self.executor.router)
+        self.app.include_router(status_router([self.ledger], tokens={TOKEN: ["transcode"]}))
+
+
+TOKEN = "operator-token-0123456789"
+
+
+@pytest.fixture
+def service() -> Service:
+    return Service("memory://")
+
+
+@pytest.fixture
+def running(service: Service) -> Iterator[str]:
+    with serve_app(service.app, lifespan="on") as url:
+        yield url
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineSimulator]:
+    with EngineSimulator() as engine:
+        yield engine
+
+
+def _task(url: str, pattern: Pattern, retry: Retry | None = None, **job: object) -> Task:
+    body = {"video": "A", "segment": 1, **job}
+    return Task(
+        "transcode",
+        f"{url}/transcode",
+        pattern=pattern,
+        input=body,
+        retry=retry or Retry(),
+        timeout_in_seconds=job.pop("timeout", None) if pattern is Pattern.TASK_ASYNC else None,  # type: ignore[arg-type]
+    )
+
+
+def test_sync_answers_the_committed_result(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    first = engine.submit(_task(running, Pattern.TASK_SYNC))
+    view = engine.wait_for(first, "transcode")
+    assert view.status is TaskStatus.SUCCEED
+    assert view.output == {"uri": "s3://out/A/1", "frames": 250}
+    second = engine.submit(_task(running, Pattern.TASK_SYNC))  # another execution, same work
+    assert engine.wait_for(second, "transcode").output == view.output
+    assert service.runs == Counter({"A:1:h264-v2": 1})
+
+
+def test_a_slow_sync_handler_is_not_run_again_by_the_resend(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    retry = Retry(max_retry_times=2, interval_in_seconds=1)
+    execution = engine.submit(_task(running, Pattern.TASK_SYNC, retry, seconds=2.2))
+    view = engine.wait_for(execution, "transcode", timeout=20)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert view.output == {"uri": "s3://out/A/1", "frames": 250}
+    assert service.runs == Counter({"A:1:h264-v2": 1})
+    sends = engine.dispatches(execution, "transcode")
+    assert sends[0].error is not None and sends[1].send == 2  # timed out, then resent
+
+
+def test_async_calls_back_once_with_the_committed_result(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC, seconds=0.2))
+    view = engine.wait_for(execution, "transcode")
+    assert view.status is TaskStatus.SUCCEED
+    assert view.output == {"uri": "s3://out/A/1", "frames": 250}
+    (callback,) = engine.callbacks(execution, "transcode")
+    assert callback.status_code == 200
+    assert service.runs == Counter({"A:1:h264-v2": 1})
+
+
+def test_an_async_timeout_and_retry_while_the_first_runs_execute_once(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    # Each attempt times out after 0.5 s; the run takes 1.5 s: its result reaches whichever
+    # attempt is RUNNING, or, between attempts, the next dispatch from the stored result.
+    retry = Retry(max_retry_times=8, interval_in_seconds=0.2)
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC, retry, seconds=1.5, timeout=0.5))
+    view = engine.wait_for(execution, "transcode", timeout=20)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert view.output == {"uri": "s3://out/A/1", "frames": 250}
+    assert service.runs == Counter({"A:1:h264-v2": 1})
+    applied = [c for c in engine.callbacks(execution, "transcode") if c.status_code == 200]
+    assert len(applied) == 1
+
+
+def test_a_redo_of_a_running_task_does_not_run_it_twice(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC, seconds=1.0))
+    engine.wait_for_status(execution, "transcode", TaskStatus.RUNNING)
+    engine.redo(execution, "transcode")
+    view = engine.wait_for(execution, "transcode", timeout=20)
+    assert view.status is TaskStatus.SUCCEED and view.output == {
+        "uri": "s3://out/A/1",
+        "frames": 250,
+    }
+    assert service.runs == Counter({"A:1:h264-v2": 1})
+
+
+@pytest.mark.parametrize("pattern", [Pattern.TASK_SYNC, Pattern.TASK_ASYNC])
+def test_failures_reach_the_engine_and_retries_respect_them(
+    service: Service, running: str, engine: EngineSimulator, pattern: Pattern
+) -> None:
+    retry = Retry(max_retry_times=2, interval_in_seconds=0.2)
+    flaky = engine.submit(_task(running, pattern, retry, segment=2, fail="retryable"))
+    doomed = engine.submit(_task(running, pattern, retry, segment=3, fail="terminal"))
+    assert engine.wait_for(flaky, "transcode", timeout=20).status is TaskStatus.SUCCEED
+    view = engine.wait_for(doomed, "transcode", timeout=20)
+    assert view.status is TaskStatus.FAILED
+    assert service.runs == Counter({"A:2:h264-v2": 2, "A:3:h264-v2": 1})
+    if pattern is Pattern.TASK_ASYNC:
+        failed = [
+            c for c in engine.callbacks(doomed, "transcode") if c.query.get("status") == "FAILED"
+        ]
+        assert failed and "unsupported codec" in failed[0].body_text
+
+
+def test_a_result_too_large_for_a_callback_fails_clearly(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC, fail="huge"))
+    view = engine.wait_for(execution, "transcode", timeout=20)
+    assert view.status is TaskStatus.FAILED
+    (callback,) = engine.callbacks(execution, "transcode")
+    assert callback.query.get("status") == "FAILED" and "output object" in callback.body_text
+
+
+@pytest.mark.parametrize(
+    ("query", "body", "why"),
+    [
+        ("name=transcode", b"{}", "execution_id"),
+        ("execution_id=ws:dag_c_1", b"{}", "'name'"),
+        ("execution_id=ws:dag_c_1&name=t", b"[1, 2]", "JSON object"),
+        ("execution_id=ws:dag_c_1&name=t", b"{not json", "not JSON"),
+        ("execution_id=ws:dag_c_1&name=t", b'{"video": "A"}', "does not validate"),
+    ],
+)
+def test_a_bad_dispatch_is_a_clear_400_and_claims_nothing(
+    service: Service, running: str, query: str, body: bytes, why: str
+) -> None:
+    answer = httpx.post(f"{running}/transcode?{query}", content=body, timeout=5)
+    assert answer.status_code == 400 and why in answer.json()["error_msg"], answer.text
+    assert service.runs == Counter()
+
+
+def test_the_history_records_which_dispatch_each_attempt_answered(
+    running: str, engine: EngineSimulator
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC))
+    engine.wait_for(execution, "transcode")
+    answer = httpx.get(
+        f"{running}/rill/jobs/transcode/A:1:h264-v2?handler=transcode",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=5,
+    )
+    assert answer.status_code == 200, answer.text
+    status = JobStatus.model_validate(answer.json())
+    assert status.state is JobState.SUCCEEDED
+    (attempt,) = status.attempts
+    assert attempt.outcome is AttemptOutcome.SUCCEEDED
+    assert attempt.origin is not None
+    assert attempt.origin["execution_id"] == execution and attempt.origin["mode"] == "async"
+    (notice,) = status.notices
+    assert notice.status == "delivered" and notice.outcome == "ok"
+
+
+@pytest.mark.parametrize(
+    ("headers", "path", "code"),
+    [
+        ({}, "transcode/A:1:h264-v2", 401),
+        ({"Authorization": "Bearer wrong-token-0123456789"}, "transcode/A:1:h264-v2", 401),
+        ({"Authorization": f"Bearer {TOKEN}"}, "billing/A:1:h264-v2", 403),
+        ({"Authorization": f"Bearer {TOKEN}"}, "transcode/no-such-key", 404),
+    ],
+)
+def test_the_status_endpoint_is_authenticated_and_scoped(
+    running: str, headers: dict[str, str], path: str, code: int
+) -> None:
+    answer = httpx.get(f"{running}/rill/jobs/{path}", headers=headers, timeout=5)
+    assert answer.status_code == code, answer.text

@@ -1,0 +1,264 @@
+"""The example executor under uvicorn with two worker processes, in a subprocess, driven by
+the engine simulator over real HTTP, on SQLite, PostgreSQL and Redis.
+
+Each scenario is one of the engine's failure windows; each asserts how often the work ran,
+what the engine's task ended as, and which callbacks the engine received.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
+
+from ..adapters.faults.proxy import CuttingProxy
+from .service import ExecutorService, Forwarder
+
+pytestmark = pytest.mark.slow
+
+OUTPUT = {"frames": 250}
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "redis"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.db'}"
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(request.getfixturevalue("redis_url"))
+
+
+@pytest.fixture
+def service(store_url: str, tmp_path: Path) -> Iterator[ExecutorService]:
+    service = ExecutorService(store_url, tmp_path).start()
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineSimulator]:
+    with EngineSimulator() as engine:
+        yield engine
+
+
+def segment(
+    url: str, pattern: Pattern, retry: Retry | None = None, **job: object
+) -> tuple[Task, str]:
+    """A task for a fresh business key, and that key."""
+    video = f"v{uuid.uuid4().hex[:10]}"
+    timeout = job.pop("timeout", None)
+    task = Task(
+        "encode",
+        f"{url}/segments",
+        pattern=pattern,
+        input={"video": video, "segment": 1, "profile": "h264-v2", **job},
+        retry=retry or Retry(),
+        timeout_in_seconds=timeout,  # type: ignore[arg-type]
+    )
+    return task, f"{video}:1:h264-v2"
+
+
+def applied(engine: EngineSimulator, execution: str) -> list[int]:
+    return [c.status_code for c in engine.callbacks(execution, "encode")]
+
+
+def test_a_slow_sync_handler_runs_once_across_the_resend(
+    service: ExecutorService, engine: EngineSimulator
+) -> None:
+    task, key = segment(service.url, Pattern.TASK_SYNC, Retry(2, 1), seconds=2.0)
+    execution = engine.submit(task)
+    view = engine.wait_for(execution, "encode", timeout=30)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert view.output is not None and view.output["frames"] == 250
+    assert service.runs() == {key: 1}
+
+
+def test_an_async_timeout_and_retries_while_it_runs_execute_once(
+    service: ExecutorService, engine: EngineSimulator
+) -> None:
+    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(8, 0.3), seconds=2.0, timeout=0.7)
+    execution = engine.submit(task)
+    view = engine.wait_for(execution, "encode", timeout=30)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert service.runs() == {key: 1}
+    assert applied(engine, execution).count(200) == 1
+
+
+def test_a_redo_of_a_running_task_does_not_run_it_again(
+    service: ExecutorService, engine: EngineSimulator
+) -> None:
+    task, key = segment(service.url, Pattern.TASK_ASYNC, seconds=1.5)
+    execution = engine.submit(task)
+    engine.wait_for_status(execution, "encode", TaskStatus.RUNNING)
+    engine.redo(execution, "encode")
+    view = engine.wait_for(execution, "encode", timeout=30)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert service.runs() == {key: 1}
+    assert applied(engine, execution).count(200) == 1
+
+
+class _Behind(EngineSimulator):
+    """The engine, with its callback endpoint reached through port ``via`` (a forwarder
+    or a proxy in front of it)."""
+
+    via: int | None = None
+
+    @property
+    def trigger_url(self) -> str:
+        assert self.via is not None
+        return f"http://127.0.0.1:{self.via}/flow/trigger.json"
+
+
+def _engine_port(engine: EngineSimulator) -> int:
+    port = urlsplit(engine.url).port
+    assert port is not None
+    return port
+
+
+def test_a_crash_between_commit_and_callback_loses_nothing(store_url: str, tmp_path: Path) -> None:
+    gate = Forwarder(None)  # the engine is unreachable at first
+    engine = _Behind()
+    engine.via = gate.port
+    service = ExecutorService(store_url, tmp_path).start()
+    try:
+        with engine:
+            task, key = segment(service.url, Pattern.TASK_ASYNC, seconds=0.2)
+            execution = engine.submit(task)
+            deadline = time.monotonic() + 20
+            while True:  # committed, and its callback already failed once
+                answer = service.status(key)
+                notices = answer.json().get("notices", []) if answer.status_code == 200 else []
+                if notices and notices[0]["attempts"] >= 1 and notices[0]["outcome"]:
+                    break
+                assert time.monotonic() < deadline, answer.text
+                time.sleep(0.05)
+            service.kill()  # SIGKILL: no shutdown, no delivery
+            gate.retarget(_engine_port(engine))
+            service.start()
+            view = engine.wait_for(execution, "encode", timeout=30)
+            assert view.status is TaskStatus.SUCCEED, view
+            assert view.output is not None and view.output["frames"] == 250
+            assert service.runs() == {key: 1}
+            assert applied(engine, execution) == [200]
+    finally:
+        service.stop()
+        gate.close()
+
+
+def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Path) -> None:
+    """The engine applied the callback but its answer was lost: the resend is answered
+    "repeated finish", which counts as delivered."""
+    inner = EngineSimulator()
+    with inner:
+        proxy = CuttingProxy("127.0.0.1", _engine_port(inner))
+        engine = inner
+        engine.__class__ = type(
+            "Cut",
+            (EngineSimulator,),
+            {
+                "trigger_url": property(
+                    lambda self: f"http://127.0.0.1:{proxy.port}/flow/trigger.json"
+                )
+            },
+        )
+        service = ExecutorService(store_url, tmp_path).start()
+        try:
+            task, key = segment(service.url, Pattern.TASK_ASYNC)
+            proxy.arm(b"trigger.json")
+            execution = engine.submit(task)
+            view = engine.wait_for(execution, "encode", timeout=30)
+            assert view.status is TaskStatus.SUCCEED
+            engine.wait_until(lambda: len(engine.callbacks(execution, "encode")) >= 2, timeout=30)
+            time.sleep(0.5)
+            codes = [
+                (c.status_code, c.answer.get("error_code"))
+                for c in engine.callbacks(execution, "encode")
+            ]
+            assert codes[0][0] == 200 and codes[1] == (500, 30601) and len(codes) == 2, codes
+            (notice,) = service.status(key).json()["notices"]
+            assert (notice["status"], notice["outcome"], notice["attempts"]) == (
+                "delivered",
+                "final_duplicate",
+                2,
+            )
+        finally:
+            service.stop()
+            proxy.close()
+
+
+def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
+    service: ExecutorService, engine: EngineSimulator
+) -> None:
+    """The engine timed the task out and waits to retry it: the callback is answered
+    "attempt finish wrong task"; the retry is answered from the stored result."""
+    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.0, timeout=0.4)
+    execution = engine.submit(task)
+    view = engine.wait_for(execution, "encode", timeout=30)
+    assert view.status is TaskStatus.SUCCEED, view
+    assert service.runs() == {key: 1}
+    answers = [(c.status_code, c.task_status) for c in engine.callbacks(execution, "encode")]
+    assert answers == [(500, TaskStatus.READY), (200, TaskStatus.RUNNING)], answers
+    notices = service.status(key).json()["notices"]
+    assert [(n["status"], n["outcome"]) for n in notices] == [
+        ("dropped", "moved_on"),
+        ("delivered", "ok"),
+    ]
+
+
+@pytest.mark.parametrize("pattern", [Pattern.TASK_SYNC, Pattern.TASK_ASYNC])
+def test_failures_reach_the_engine_terminal_ones_are_not_rerun(
+    service: ExecutorService, engine: EngineSimulator, pattern: Pattern
+) -> None:
+    task, key = segment(service.url, pattern, Retry(2, 0.3), fail="terminal")
+    execution = engine.submit(task)
+    view = engine.wait_for(execution, "encode", timeout=30)
+    assert view.status is TaskStatus.FAILED and view.attempts == 3
+    assert service.runs() == {key: 1}
+    if pattern is Pattern.TASK_ASYNC:
+        failed = [
+            c for c in engine.callbacks(execution, "encode") if c.query.get("status") == "FAILED"
+        ]
+        assert len(failed) == 3 and "cannot encode" in json.loads(failed[0].body_text)["error_msg"]
+
+
+def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
+    store_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "z").mkdir()
+    (tmp_path / "y").mkdir()
+    zombie = ExecutorService(store_url, tmp_path / "z", lease=1.5, workers=1).start()
+    heir = ExecutorService(store_url, tmp_path / "y", lease=1.5).start()
+    front = Forwarder(zombie.port)
+    try:
+        with EngineSimulator() as engine:
+            task, key = segment(front.url, Pattern.TASK_ASYNC, seconds=3.0)
+            execution = engine.submit(task)
+            deadline = time.monotonic() + 20
+            while not zombie.runs():
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            zombie.signal(signal.SIGSTOP)
+            time.sleep(2.0)  # past its lease
+            front.retarget(heir.port)
+            engine.redo(execution, "encode")
+            view = engine.wait_for(execution, "encode", timeout=30)
+            assert view.status is TaskStatus.SUCCEED
+            zombie.signal(signal.SIGCONT)
+            time.sleep(3.5)  # the zombie's handler ends and its commit is fenced
+            assert applied(engine, execution) == [200]
+            status = heir.status(key).json()
+            assert [a["outcome"] for a in status["attempts"]] == ["expired", "succeeded"]
+            assert len(status["notices"]) == 1
+    finally:
+        zombie.signal(signal.SIGCONT)
+        zombie.stop()
+        heir.stop()
+        front.close()
