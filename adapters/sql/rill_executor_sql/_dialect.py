@@ -14,6 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from rill_executor import ConfigError
 from rill_executor.store import StoreError
 
+from ._packet import watch_packets
+
 __all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
 
 _NOW = {
@@ -137,6 +139,8 @@ def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
         )
     if dialect.family == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+    if dialect.family == "mysql":
+        watch_packets(engine)
     return engine
 
 
@@ -150,4 +154,6 @@ def make_async_engine(dialect: SqlDialect, url: URL) -> AsyncEngine:
         )
     if dialect.family == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+    if dialect.family == "mysql":
+        watch_packets(engine.sync_engine)
     return engine

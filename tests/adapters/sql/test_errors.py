@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import AsyncLedger, ConfigError, Ledger
+from rill_executor import (
+    AsyncLedger,
+    Claim,
+    ConfigError,
+    JobState,
+    JobStatus,
+    Ledger,
+    ResultTooLarge,
+)
+from rill_executor.store import AttemptRef, Completion, Store, StoreStatus
 from rill_executor_sql import SqlStore, upgrade_schema
 
 SERVERS = ["postgres", "mariadb"]
@@ -112,3 +124,85 @@ def test_the_cli_without_the_driver_names_the_extra(
 def test_the_postgres_spelling_points_to_postgresql_psycopg(scheme: str) -> None:
     with pytest.raises(ConfigError, match=r"write the URL as 'postgresql\+psycopg://"):
         Ledger(f"{scheme}://postgres@127.0.0.1:5432/db", namespace="n")
+
+
+# -- MariaDB's max_allowed_packet ------------------------------------------------------------
+
+_ROOM = 64 * 1024 * 1024  # the ledger's own limit out of the way: the server's is the one hit
+
+
+def _server_packet_limit(url: str) -> int:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        limit = int(conn.execute(text("SELECT @@max_allowed_packet")).scalar_one())
+    engine.dispose()
+    return limit
+
+
+def _unchanged(store: Store, job: str, before: StoreStatus | None) -> None:
+    after = store.status(job)
+    assert before is not None and after is not None
+    assert (after.job, after.attempts) == (before.job, before.attempts)
+
+
+def test_a_statement_over_max_allowed_packet_is_a_usage_error_that_writes_nothing(
+    mariadb_url: str,
+) -> None:
+    limit = _server_packet_limit(mariadb_url)
+    ledger = Ledger(mariadb_url, namespace=f"pkt-{uuid.uuid4().hex}", max_result_bytes=_ROOM)
+    store = ledger.store
+    claim = ledger.claim("k")
+    assert isinstance(claim, Claim)
+    ref = AttemptRef(claim.job_id, claim.attempt_id, claim.fence)
+    before = store.status(claim.job_id)
+    big = json.dumps("x" * (limit + 1024 * 1024))
+    done = Completion(JobState.SUCCEEDED, big, None, None, retention_us=3_600_000_000)
+
+    with pytest.raises(ResultTooLarge, match="max_allowed_packet of") as caught:
+        store.finish(ref, done)
+    assert caught.value.limit == limit and caught.value.size == len(big)
+    assert "max_result_bytes" in str(caught.value) and "output object" in str(caught.value)
+    _unchanged(store, claim.job_id, before)
+
+    with pytest.raises(ConfigError, match="max_allowed_packet"):
+        store.register_output(ref, big)  # not a result: the server setting is still named
+    _unchanged(store, claim.job_id, before)
+
+    claim.commit("small")  # the connection and the attempt are as they were
+    assert store.status(claim.job_id).job.state is JobState.SUCCEEDED  # type: ignore[union-attr]
+    ledger.close()
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_handler_result_over_max_allowed_packet_raises_result_too_large(
+    mariadb_url: str, kind: str
+) -> None:
+    limit = _server_packet_limit(mariadb_url)
+    namespace = f"pkt-{uuid.uuid4().hex}"
+
+    def value() -> str:
+        return "x" * (limit + 1024 * 1024)
+
+    if kind == "sync":
+        ledger = Ledger(mariadb_url, namespace=namespace, max_result_bytes=_ROOM)
+        handler = ledger.idempotent(key=lambda: "k", name="big")(value)
+        with pytest.raises(ResultTooLarge, match="max_allowed_packet"):
+            handler()
+        status = ledger.status("k", handler="big")
+        ledger.close()
+    else:
+
+        async def run() -> JobStatus | None:
+            async with AsyncLedger(mariadb_url, namespace=namespace, max_result_bytes=_ROOM) as a:
+
+                @a.idempotent(key=lambda: "k", name="big")
+                async def handler() -> str:
+                    return value()
+
+                with pytest.raises(ResultTooLarge, match="max_allowed_packet"):
+                    await handler()
+                return await a.status("k", handler="big")
+
+        status = asyncio.run(run())
+    assert status is not None and status.state is not JobState.SUCCEEDED
+    assert status.result is None
