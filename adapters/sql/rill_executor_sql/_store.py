@@ -134,15 +134,6 @@ def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
     return _schema.upgrade(conn, int(now))
 
 
-def _identity(found: str | None) -> str:
-    if found is None:
-        raise SchemaMissing(
-            "the database has no store identity (table rill_store is empty)."
-            " Run `rill-executor schema upgrade --store URL` to create it"
-        )
-    return found
-
-
 class SqlStore:
     """A synchronous SQL store. ``upgrade`` applies missing schema migrations."""
 
@@ -150,28 +141,17 @@ class SqlStore:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
-        self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
                 self.upgrade()
-                self.store_id()
             elif check:
                 with wrap_errors(self._where), self.engine.connect() as conn:
                     problem = _schema_problem(_schema.installed_version(conn))
-                    if not problem:
-                        self._store_id = _identity(_schema.read_store_id(conn))
                 if problem:
                     raise problem
         except BaseException:
             self.engine.dispose()
             raise
-
-    def store_id(self) -> str:
-        """The store's identity (table ``rill_store``), read once when it opens."""
-        if self._store_id is None:
-            with wrap_errors(self._where), self.engine.connect() as conn:
-                self._store_id = _identity(_schema.read_store_id(conn))
-        return self._store_id
 
     def upgrade(self) -> list[int]:
         """Apply missing migrations; returns the versions applied."""
@@ -235,28 +215,20 @@ class AsyncSqlStore:
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
-        self._store_id: str | None = None
 
     async def _ensure_ready(self) -> None:
         if self._ready:
             return
         if self._upgrade_on_open:
             await self.upgrade()
-        with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
-            async with self.engine.connect() as conn:
-                version = await conn.run_sync(_schema.installed_version)
-                problem = _schema_problem(version)
-                found = None if problem else await conn.run_sync(_schema.read_store_id)
-        if problem:
-            raise problem
-        self._store_id = _identity(found)
+        else:
+            with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
+                async with self.engine.connect() as conn:
+                    version = await conn.run_sync(_schema.installed_version)
+            problem = _schema_problem(version)
+            if problem:
+                raise problem
         self._ready = True
-
-    async def store_id(self) -> str:
-        """As ``SqlStore.store_id``; read when the store opens, on its first use."""
-        await self._ensure_ready()
-        assert self._store_id is not None
-        return self._store_id
 
     async def upgrade(self) -> list[int]:
         with wrap_errors(self._where):

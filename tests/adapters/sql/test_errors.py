@@ -206,3 +206,39 @@ def test_a_handler_result_over_max_allowed_packet_raises_result_too_large(
         status = asyncio.run(run())
     assert status is not None and status.state is not JobState.SUCCEEDED
     assert status.result is None
+
+
+# -- an async store left open ----------------------------------------------------------------
+
+_LEFT_OPEN = """
+import asyncio
+from rill_executor import AsyncLedger
+
+async def main() -> None:
+    ledger = AsyncLedger({url!r}, namespace="left-open")  # never closed
+
+    @ledger.idempotent(key=lambda n: str(n))
+    async def double(n: int) -> int:
+        return 2 * n
+
+    assert await double({n}) == {twice}
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("family", ["mariadb", "postgres", "sqlite"])
+def test_an_async_store_left_open_exits_without_noise(
+    request: pytest.FixtureRequest, family: str
+) -> None:
+    url = str(request.getfixturevalue(f"{family}_url"))
+    n = uuid.uuid4().int % 10**9
+    script = _LEFT_OPEN.format(url=url, n=n, twice=2 * n)
+    done = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
