@@ -22,6 +22,7 @@ from rill_executor.store import (
 from . import _flows, _schema
 from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
 from ._errors import is_race, wrap_errors
+from ._loop_end import LoopEndDisposal
 
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
@@ -134,6 +135,15 @@ def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
     return _schema.upgrade(conn, int(now))
 
 
+def _identity(found: str | None) -> str:
+    if found is None:
+        raise SchemaMissing(
+            "the database has no store identity (table rill_store is empty)."
+            " Run `rill-executor schema upgrade --store URL` to create it"
+        )
+    return found
+
+
 class SqlStore:
     """A synchronous SQL store. ``upgrade`` applies missing schema migrations."""
 
@@ -141,17 +151,28 @@ class SqlStore:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
+        self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
                 self.upgrade()
+                self.store_id()
             elif check:
                 with wrap_errors(self._where), self.engine.connect() as conn:
                     problem = _schema_problem(_schema.installed_version(conn))
+                    if not problem:
+                        self._store_id = _identity(_schema.read_store_id(conn))
                 if problem:
                     raise problem
         except BaseException:
             self.engine.dispose()
             raise
+
+    def store_id(self) -> str:
+        """The store's identity (table ``rill_store``), read once when it opens."""
+        if self._store_id is None:
+            with wrap_errors(self._where), self.engine.connect() as conn:
+                self._store_id = _identity(_schema.read_store_id(conn))
+        return self._store_id
 
     def upgrade(self) -> list[int]:
         """Apply missing migrations; returns the versions applied."""
@@ -215,20 +236,30 @@ class AsyncSqlStore:
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
+        self._store_id: str | None = None
+        self._disposal = LoopEndDisposal(self.engine)
 
     async def _ensure_ready(self) -> None:
+        await self._disposal.arm()  # left open, the store still closes with its event loop
         if self._ready:
             return
         if self._upgrade_on_open:
             await self.upgrade()
-        else:
-            with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
-                async with self.engine.connect() as conn:
-                    version = await conn.run_sync(_schema.installed_version)
-            problem = _schema_problem(version)
-            if problem:
-                raise problem
+        with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
+            async with self.engine.connect() as conn:
+                version = await conn.run_sync(_schema.installed_version)
+                problem = _schema_problem(version)
+                found = None if problem else await conn.run_sync(_schema.read_store_id)
+        if problem:
+            raise problem
+        self._store_id = _identity(found)
         self._ready = True
+
+    async def store_id(self) -> str:
+        """As ``SqlStore.store_id``; read when the store opens, on its first use."""
+        await self._ensure_ready()
+        assert self._store_id is not None
+        return self._store_id
 
     async def upgrade(self) -> list[int]:
         with wrap_errors(self._where):
@@ -280,7 +311,7 @@ class AsyncSqlStore:
         return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
 
     async def close(self) -> None:
-        await self.engine.dispose()
+        await self._disposal.close()
 
 
 def open_sql_store(url: str) -> SqlStore:
