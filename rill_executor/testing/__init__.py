@@ -11,10 +11,35 @@ An adapter opts in with one test module::
             return "mystore://127.0.0.1:1234/0"
 
 Every test runs through ``Ledger`` and ``AsyncLedger``. The kit needs pytest, hypothesis
-and time-machine (``pip install 'rill-executor[testing]'``).
+and time-machine (``pip install 'rill-executor[testing]'``). The package installs a pytest
+plugin that registers the kit's marks (``slow``), so the kit collects under
+``--strict-markers`` in any project.
 """
 
-from ._conformance import StoreConformance
-from ._driver import LedgerDriver, Portal, is_claim
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._conformance import StoreConformance
+    from ._driver import LedgerDriver, Portal, is_claim
 
 __all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
+
+# Imported on first use: the package is the parent of the pytest plugin (``_plugin``) that
+# every pytest run loads, and the kit pulls in hypothesis and the whole library.
+_HOMES = {
+    "LedgerDriver": "._driver",
+    "Portal": "._driver",
+    "StoreConformance": "._conformance",
+    "is_claim": "._driver",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name], __name__), name)
+    globals()[name] = value
+    return value
