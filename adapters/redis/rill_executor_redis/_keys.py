@@ -12,17 +12,23 @@ A job lives in two keys that share the hash tag ``{<job_id>}``:
 in one Cluster slot and no business key can forge another job's name, change its slot or
 make a name long: user input is stored inside the record, never in a key name.
 
+Each namespace has an outbox index (see ``_outbox``): ``rill:{ns-<sha1(namespace)>}:outbox``,
+a sorted set of job ids with pending notices, and on a Redis Cluster its tokens hash
+``rill:{ns-<sha1(namespace)>}:outbox-tokens``. The namespace is hashed (by the scripts too,
+with ``redis.sha1hex``), so it never appears in a key name either.
+
 One more key, ``rill:store-id``, holds the store's identity: a random id created with
 ``SET NX`` by the first store that opens the database, and never changed or expired.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from rill_executor.store import StoreProtocolError
 
-__all__ = ["IDENTITY", "PREFIX", "job_keys"]
+__all__ = ["IDENTITY", "PREFIX", "job_keys", "outbox_keys"]
 
 PREFIX = "rill"
 IDENTITY = f"{PREFIX}:store-id"
@@ -39,3 +45,10 @@ def job_keys(job_id: str) -> tuple[str, str]:
         )
     tag = "{" + job_id + "}"
     return f"{PREFIX}:{tag}:job", f"{PREFIX}:{tag}:attempts"
+
+
+def outbox_keys(namespace: str) -> tuple[str, str]:
+    """The (index, tokens) key names of ``namespace``'s outbox; as ``outbox_key`` in Lua."""
+    digest = hashlib.sha1(namespace.encode("utf-8"), usedforsecurity=False).hexdigest()
+    tag = "{ns-" + digest + "}"
+    return f"{PREFIX}:{tag}:outbox", f"{PREFIX}:{tag}:outbox-tokens"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rill_executor.store import (
@@ -17,14 +18,23 @@ from rill_executor.store import (
     AttemptRow,
     JobRow,
     JobState,
+    LeasedNotice,
+    NoticeBatch,
     StoreAnswer,
     StoreProtocolError,
     StoreStatus,
 )
 
-__all__ = ["answer_from", "status_from"]
+__all__ = [
+    "JobNotices",
+    "answer_from",
+    "job_notices_from",
+    "leased_from",
+    "settled_from",
+    "status_from",
+]
 
-_FIELDS = 17  # the FIELDS of common.lua, in that order
+_FIELDS = 20  # the FIELDS of common.lua, in that order
 
 
 def answer_from(job_id: str, reply: object) -> StoreAnswer:
@@ -63,7 +73,8 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
         raise ValueError(f"expected {_FIELDS} job fields, got {len(values)}")
     fields: list[Any] = [None if value is False else value for value in values]
     (ns, key, state, fence, owner, claimed_at, lease_until, fp, rv, result, error, retryable,
-     created_at, updated_at, finished_at, retain_until, outputs) = fields  # fmt: skip
+     created_at, updated_at, finished_at, retain_until, outputs, origin, watchers,
+     notices) = fields  # fmt: skip
     if ns is None or key is None or fp is None:
         raise ValueError("a required field is absent")
     return JobRow(
@@ -85,7 +96,81 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
         finished_at=_opt_int(finished_at),
         retain_until=_opt_int(retain_until),
         outputs=outputs or "[]",
+        origin=origin,
+        watchers="{}" if watchers is None else _watchers(watchers),
+        notices="[]" if notices is None else _dump([_notice(n) for n in json.loads(notices)]),
     )
+
+
+def _watchers(stored: str) -> str:
+    """The port's ``{id: target}`` from the stored ``[[id, target JSON text], ...]``."""
+    return _dump({watch_id: json.loads(target) for watch_id, target in json.loads(stored)})
+
+
+_NUMBERS = ("fence", "attempts", "due", "lease_until", "created_at", "settled_at")
+
+
+def _notice(stored: dict[str, Any]) -> dict[str, Any]:
+    """The port's notice from the stored one: numbers kept as text, target and error as
+    JSON text (see common.lua)."""
+    notice = dict(stored)
+    for name in _NUMBERS:
+        value = notice[name]
+        notice[name] = None if value is None else int(value)
+    notice["target"] = json.loads(notice["target"])
+    error = notice["error"]
+    notice["error"] = None if error is None else json.loads(error)
+    return notice
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class JobNotices:
+    """What ``lease_job.lua`` leased of one job, and what the index should do with it."""
+
+    leased: list[LeasedNotice]
+    next_due: int | None  # the earliest time a pending notice can be leased, if any
+    watched: bool  # watches wait for the job's finish
+    token: str  # the job's watch token ('' = none)
+
+
+def leased_from(namespace: str, reply: object) -> NoticeBatch:
+    """``[now, [[job id, namespace, key, notice, result], ...]]`` from lease.lua."""
+    try:
+        items = _array(_json(reply))
+        notices = [_leased(*entry) for entry in _array(items[1])]
+        return NoticeBatch(notices, _int(items[0]))
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise _malformed(f"namespace {namespace!r} outbox", reply, exc) from exc
+
+
+def job_notices_from(job_id: str, reply: object) -> JobNotices:
+    """``[now, [notice...], ns, key, result, next due, watched, token]`` from lease_job.lua."""
+    try:
+        _, notices, ns, key, result, due, watched, token = _array(_json(reply))
+        leased = [_leased(job_id, ns, key, notice, result) for notice in _array(notices)]
+        return JobNotices(leased, int(due) if due else None, watched == "1", token)
+    except (ValueError, IndexError, TypeError, KeyError) as exc:
+        raise _malformed(job_id, reply, exc) from exc
+
+
+def _leased(job_id: str, ns: str, key: str, notice: str, result: str | bool) -> LeasedNotice:
+    stored = json.loads(notice)
+    return LeasedNotice(job_id, ns, key, _dump(_notice(stored)), _text(result))
+
+
+def settled_from(job_id: str, reply: object) -> tuple[str | None, JobNotices]:
+    """``[ok, next due, watched, token, namespace]`` from settle.lua: the job's namespace
+    if the notice was settled, else None."""
+    try:
+        ok, due, watched, token, ns = _array(_json(reply))
+        job = JobNotices([], int(due) if due else None, watched == "1", token)
+        return (ns if ok == 1 else None), job
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(job_id, reply, exc) from exc
 
 
 def _attempts(flat: Sequence[object]) -> list[AttemptRow]:
@@ -104,6 +189,7 @@ def _attempts(flat: Sequence[object]) -> list[AttemptRow]:
             outcome=AttemptOutcome(_required(p.get("outcome"))),
             error=p.get("error"),
             outputs=p.get("outputs") or "[]",
+            origin=p.get("origin"),
         )
         for fence, p in sorted(parts.items())
     ]
@@ -150,7 +236,8 @@ def _opt_int(value: str | None) -> int | None:
 
 
 def _malformed(job_id: str, reply: object, exc: Exception) -> StoreProtocolError:
+    what = job_id if job_id.startswith("namespace") else f"job {job_id}"
     return StoreProtocolError(
-        f"Redis returned a malformed record for job {job_id} ({exc}): {reply!r:.300}."
+        f"Redis returned a malformed record for {what} ({exc}): {reply!r:.300}."
         " Something other than rill-executor wrote to its keys"
     )

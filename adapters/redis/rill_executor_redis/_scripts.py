@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -19,6 +20,7 @@ from rill_executor.store import (
     ClaimRequest,
     Completion,
     JobState,
+    NoticeSettlement,
     StoreProtocolError,
 )
 
@@ -28,9 +30,11 @@ __all__ = [
     "claim_args",
     "finish_args",
     "heartbeat_args",
+    "lease_args",
     "pack",
     "register_output_args",
     "script",
+    "settle_args",
     "source",
 ]
 
@@ -43,6 +47,12 @@ class Op(enum.StrEnum):
     REGISTER_OUTPUT = "register_output"
     FINISH = "finish"
     STATUS = "status"
+    LEASE = "lease"  # standalone: every due job of a namespace in one script
+    LEASE_JOB = "lease_job"  # Cluster: one job
+    SETTLE = "settle"
+    OUTBOX_WATCH = "outbox_watch"  # Cluster: on the namespace's index slot
+    OUTBOX_DUE = "outbox_due"
+    OUTBOX_UPDATE = "outbox_update"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +91,13 @@ def pack(*values: str) -> bytes:
     return SEPARATOR.join([value.encode("utf-8") for value in values])
 
 
-def claim_args(request: ClaimRequest) -> bytes:
+def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> bytes:
+    """``token``: the watch token a Cluster store gave the job in its outbox index;
+    ``indexed``: whether the script keeps the index itself (standalone)."""
+    watch_id, target = "", ""
+    if request.watch is not None:  # the target travels as JSON text, never re-encoded
+        watch = json.loads(request.watch)
+        watch_id, target = watch["id"], json.dumps(watch["target"], separators=(",", ":"))
     return pack(
         request.namespace,
         request.key,
@@ -89,7 +105,34 @@ def claim_args(request: ClaimRequest) -> bytes:
         request.result_version or "",  # the core never passes an empty version
         request.attempt_id,
         str(request.lease_us),
+        request.origin or "",  # JSON text is never empty: '' means none
+        watch_id,  # a watch id is never empty
+        target,
+        token,
+        _flag(indexed),
     )
+
+
+def lease_args(owner: str, lease_us: int, limit: int) -> bytes:
+    return pack(owner, str(lease_us), str(limit))
+
+
+def settle_args(settlement: NoticeSettlement, *, indexed: bool) -> bytes:
+    detail = settlement.detail
+    return pack(
+        settlement.notice_id,
+        settlement.owner,
+        settlement.status,
+        settlement.outcome,
+        detail or "",
+        _flag(detail is not None),
+        str(settlement.retry_in_us),
+        _flag(indexed),
+    )
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else ""
 
 
 def heartbeat_args(ref: AttemptRef, lease_us: int) -> bytes:
@@ -100,7 +143,7 @@ def register_output_args(ref: AttemptRef, output: str) -> bytes:
     return pack(ref.attempt_id, str(ref.fence), output)
 
 
-def finish_args(ref: AttemptRef, completion: Completion) -> bytes:
+def finish_args(ref: AttemptRef, completion: Completion, *, indexed: bool) -> bytes:
     if completion.state is JobState.PROCESSING:
         raise StoreProtocolError("a completion must be SUCCEEDED or FAILED, got PROCESSING")
     outcome = (
@@ -119,4 +162,5 @@ def finish_args(ref: AttemptRef, completion: Completion) -> bytes:
         retryable,
         str(completion.retention_us),
         completion.outputs,
+        _flag(indexed),
     )

@@ -30,6 +30,8 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    NoticeBatch,
+    NoticeSettlement,
     StoreAnswer,
     StoreStatus,
 )
@@ -37,15 +39,19 @@ from rill_executor.store import (
 from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
-from ._keys import IDENTITY, job_keys
-from ._rows import answer_from, status_from
+from ._keys import IDENTITY, job_keys, outbox_keys
+from ._outbox import ClusterPass, new_token, settled_update
+from ._rows import answer_from, job_notices_from, leased_from, settled_from, status_from
 from ._scripts import (
     Op,
     claim_args,
     finish_args,
     heartbeat_args,
+    lease_args,
+    pack,
     register_output_args,
     script,
+    settle_args,
 )
 from ._url import parse_url
 
@@ -76,6 +82,7 @@ class RedisStore:
     ) -> None:
         self.client = client
         self.where = where or _describe(client)
+        self._indexed = not isinstance(client, redis.cluster.RedisCluster)  # see _outbox
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
@@ -104,8 +111,13 @@ class RedisStore:
             return probe(self.client, self.where)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
-        job_id = request.job_id
-        return answer_from(job_id, self._run(Op.CLAIM, job_id, claim_args(request)))
+        job_id, token = request.job_id, ""
+        if request.watch is not None and not self._indexed:  # see _outbox
+            token = new_token()
+            keys = outbox_keys(request.namespace)
+            self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
+        args = claim_args(request, token, indexed=self._indexed)
+        return answer_from(job_id, self._run(Op.CLAIM, job_id, args))
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -116,11 +128,36 @@ class RedisStore:
         return answer_from(ref.job_id, reply)
 
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        reply = self._run(Op.FINISH, ref.job_id, finish_args(ref, completion))
-        return answer_from(ref.job_id, reply)
+        args = finish_args(ref, completion, indexed=self._indexed)
+        return answer_from(ref.job_id, self._run(Op.FINISH, ref.job_id, args))
 
     def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, self._run(Op.STATUS, job_id))
+
+    def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
+        keys = outbox_keys(namespace)
+        if self._indexed:
+            reply = self._eval(Op.LEASE, keys[:1], lease_args(owner, lease_us, limit))
+            return leased_from(namespace, reply)
+        run = ClusterPass(owner, lease_us, limit)
+        while True:
+            for job_id, score in run.candidates(self._eval(Op.OUTBOX_DUE, keys, run.due_args())):
+                if run.full:
+                    break
+                reply = self._run(Op.LEASE_JOB, job_id, run.job_args())
+                run.add(job_id, score, job_notices_from(job_id, reply))
+            if (update := run.update_args()) is not None:
+                self._eval(Op.OUTBOX_UPDATE, keys, update)
+            if run.done or run.full:
+                return run.batch()
+
+    def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        args = settle_args(settlement, indexed=self._indexed)
+        namespace, job = settled_from(job_id, self._run(Op.SETTLE, job_id, args))
+        if namespace is not None and not self._indexed:  # see _outbox
+            keys = outbox_keys(namespace)
+            self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
+        return namespace is not None
 
     def close(self) -> None:
         self.client.close()
@@ -137,6 +174,16 @@ class RedisStore:
                 return self.client.evalsha(lua.sha, 2, *keys, *args)
         except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
+
+    def _eval(self, op: Op, keys: tuple[str, ...], args: bytes, job_id: str = "") -> Any:
+        """As ``_run``, on other keys (a namespace's outbox index)."""
+        lua = script(op)
+        with wrap_errors(op.value, self.where, job_id):
+            try:
+                return self.client.evalsha(lua.sha, len(keys), *keys, args)
+            except NoScriptError:
+                self.client.script_load(lua.source)
+                return self.client.evalsha(lua.sha, len(keys), *keys, args)
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.where}>"
@@ -155,6 +202,7 @@ class AsyncRedisStore:
         self.where = where or _describe(client)
         self._store_id: str | None = None
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
+        self._indexed = self._mapped  # standalone (see _outbox)
         self._mapping = asyncio.Lock()
 
     @classmethod
@@ -183,8 +231,13 @@ class AsyncRedisStore:
             enforce(await self.deployment(), policy, self.where)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
-        job_id = request.job_id
-        return answer_from(job_id, await self._run(Op.CLAIM, job_id, claim_args(request)))
+        job_id, token = request.job_id, ""
+        if request.watch is not None and not self._indexed:  # see _outbox
+            token = new_token()
+            keys = outbox_keys(request.namespace)
+            await self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
+        args = claim_args(request, token, indexed=self._indexed)
+        return answer_from(job_id, await self._run(Op.CLAIM, job_id, args))
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = await self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -195,11 +248,39 @@ class AsyncRedisStore:
         return answer_from(ref.job_id, await self._run(Op.REGISTER_OUTPUT, ref.job_id, args))
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
-        reply = await self._run(Op.FINISH, ref.job_id, finish_args(ref, completion))
-        return answer_from(ref.job_id, reply)
+        args = finish_args(ref, completion, indexed=self._indexed)
+        return answer_from(ref.job_id, await self._run(Op.FINISH, ref.job_id, args))
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, await self._run(Op.STATUS, job_id))
+
+    async def lease_notices(
+        self, namespace: str, owner: str, lease_us: int, limit: int
+    ) -> NoticeBatch:
+        keys = outbox_keys(namespace)
+        if self._indexed:
+            reply = await self._eval(Op.LEASE, keys[:1], lease_args(owner, lease_us, limit))
+            return leased_from(namespace, reply)
+        run = ClusterPass(owner, lease_us, limit)
+        while True:
+            due = await self._eval(Op.OUTBOX_DUE, keys, run.due_args())
+            for job_id, score in run.candidates(due):
+                if run.full:
+                    break
+                reply = await self._run(Op.LEASE_JOB, job_id, run.job_args())
+                run.add(job_id, score, job_notices_from(job_id, reply))
+            if (update := run.update_args()) is not None:
+                await self._eval(Op.OUTBOX_UPDATE, keys, update)
+            if run.done or run.full:
+                return run.batch()
+
+    async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        args = settle_args(settlement, indexed=self._indexed)
+        namespace, job = settled_from(job_id, await self._run(Op.SETTLE, job_id, args))
+        if namespace is not None and not self._indexed:  # see _outbox
+            keys = outbox_keys(namespace)
+            await self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
+        return namespace is not None
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -217,6 +298,20 @@ class AsyncRedisStore:
                 await self.client.script_load(lua.source)
                 return await self.client.evalsha(lua.sha, 2, *keys, *args)
         except _ASYNC_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
+            raise translate(exc, op.value, self.where, job_id) from exc
+
+    async def _eval(self, op: Op, keys: tuple[str, ...], args: bytes, job_id: str = "") -> Any:
+        """As ``_run``, on other keys (a namespace's outbox index)."""
+        if not self._mapped:
+            await self._map_slots()
+        lua = script(op)
+        try:
+            try:
+                return await self.client.evalsha(lua.sha, len(keys), *keys, args)
+            except NoScriptError:
+                await self.client.script_load(lua.source)
+                return await self.client.evalsha(lua.sha, len(keys), *keys, args)
+        except _ASYNC_ERRORS as exc:
             raise translate(exc, op.value, self.where, job_id) from exc
 
     async def _map_slots(self) -> None:

@@ -1,8 +1,10 @@
 -- claim: take the job if it is free, else leave it untouched and return it.
--- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us.
--- The same rules as rill_executor.store.decide_claim / claimed_row.
+-- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us,
+-- origin ('' = none), watch id ('' = no watch), watch target (JSON text), watch token
+-- (Redis Cluster: '' = none), and '1' if this script keeps the outbox index (standalone).
+-- The same rules as rill_executor.store.decide_claim / claimed_row / watched_row.
 
-local ns, key, fp, rv, attempt, lease = unpack(args(6))
+local ns, key, fp, rv, attempt, lease, origin, watch, target, token, indexed = unpack(args(11))
 lease = tonumber(lease)
 
 local function decide(job, now)
@@ -33,8 +35,26 @@ end
 local now = clock()
 local job = load_job()
 local action = decide(job, now)
+if token ~= '' then -- the index has this job under this token (see common.lua)
+  redis.call('HSET', KEYS[1], 'watch_token', token)
+end
 if action ~= 'insert' and action ~= 'takeover' then
-  return answer(0, now, job)
+  if watch == '' or action == 'conflict' then
+    return answer(0, now, job) -- a pure read: a replay or a busy job, without a watch
+  end
+  local new
+  if action == 'in_progress' then -- the watch waits for the finish
+    new = changed(job, {[WATCHERS] = add_watch(job[WATCHERS], watch, target)})
+  else -- ended: answered from the stored outcome at once
+    local notices = replay_notice(
+      job[NOTICES], watch, target, job[FENCE], job[STATE], job[ERROR], now)
+    new = changed(job, {[NOTICES] = notices})
+    if indexed == '1' then
+      index_notices(ns, string.match(KEYS[1], '{(%x+)}'), cjson.decode(notices))
+    end
+  end
+  save(new, job)
+  return answer(0, now, new)
 end
 
 -- Fences are never reused for a key: a record that expired after its retention left its
@@ -56,8 +76,12 @@ local new = {
   [CLAIMED_AT] = us(now), [LEASE_UNTIL] = us(now + lease), [FP] = fp,
   [RV] = rv ~= '' and rv, [RESULT] = false, [ERROR] = false, [RETRYABLE] = false,
   [CREATED_AT] = created, [UPDATED_AT] = us(now), [FINISHED_AT] = false,
-  [RETAIN_UNTIL] = false, [OUTPUTS] = false,
+  [RETAIN_UNTIL] = false, [OUTPUTS] = false, [ORIGIN] = origin ~= '' and origin,
+  [WATCHERS] = job and job[WATCHERS] or false, [NOTICES] = job and job[NOTICES] or false,
 }
+if watch ~= '' then
+  new[WATCHERS] = add_watch(new[WATCHERS], watch, target)
+end
 save(new, job)
 
 local prefix = us(fence) .. ':'
@@ -65,6 +89,10 @@ local history = {
   prefix .. 'id', attempt, prefix .. 'start', us(now), prefix .. 'outcome', 'running',
   'fence', us(fence),
 }
+if origin ~= '' then -- the attempt's entry keeps what it answered
+  table.insert(history, prefix .. 'origin')
+  table.insert(history, origin)
+end
 if job and job[STATE] == 'processing' then
   -- The previous owner's lease ran out. While a job is processing its owner's attempt is
   -- running (only finish ends both), so there is nothing to check before ending it.

@@ -16,11 +16,11 @@
 local FIELDS = {
   'ns', 'key', 'state', 'fence', 'owner', 'claimed_at', 'lease_until', 'fp', 'rv',
   'result', 'error', 'retryable', 'created_at', 'updated_at', 'finished_at', 'retain_until',
-  'outputs',
+  'outputs', 'origin', 'watchers', 'notices',
 }
 local NS, KEY, STATE, FENCE, OWNER, CLAIMED_AT, LEASE_UNTIL, FP, RV, RESULT, ERROR,
-  RETRYABLE, CREATED_AT, UPDATED_AT, FINISHED_AT, RETAIN_UNTIL, OUTPUTS =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17
+  RETRYABLE, CREATED_AT, UPDATED_AT, FINISHED_AT, RETAIN_UNTIL, OUTPUTS, ORIGIN, WATCHERS,
+  NOTICES = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
 
 -- The `n` arguments packed in ARGV[1]; a call with any other number is refused.
 local function args(n)
@@ -28,6 +28,15 @@ local function args(n)
   local values = {string.match(ARGV[1], pattern)}
   if #values ~= n then
     error('rill-executor: expected ' .. n .. ' packed arguments')
+  end
+  return values
+end
+
+-- Every argument packed in ARGV[1], however many.
+local function all_args()
+  local values = {}
+  for value in string.gmatch(ARGV[1] .. '\255', '([^\255]*)\255') do
+    values[#values + 1] = value
   end
   return values
 end
@@ -133,4 +142,128 @@ local function ended_outputs(registered, committed)
     return '[]' -- cjson would write an empty table as {}
   end
   return cjson.encode(ended)
+end
+
+-- The outbox (rill_executor.store's notices), kept in the job hash in a form cjson can carry
+-- without loss: `watchers` is a JSON array of [watch id, target JSON text] pairs, in the
+-- order they came; `notices` a JSON array of notice objects whose numbers are strings
+-- (cjson keeps 14 digits, a microsecond time has 16) and whose target and error are JSON
+-- text. _rows.py turns both into the port's JSON. An empty list is stored as no field.
+-- `watch_token` (Redis Cluster only) is the token of the last claim with a watch, which
+-- guards the namespace's outbox index (see _outbox.py).
+
+local function outbox_key(ns)
+  return 'rill:{ns-' .. redis.sha1hex(ns) .. '}:outbox'
+end
+
+local function decoded(text)
+  if not text then
+    return {}
+  end
+  return cjson.decode(text)
+end
+
+local function encoded(list)
+  if #list == 0 then
+    return false -- no field: cjson would write an empty list as {}
+  end
+  return cjson.encode(list)
+end
+
+-- The watchers with (id, target) added; a later watch with the same id replaces the target.
+local function add_watch(watchers, id, target)
+  local pairs_ = decoded(watchers)
+  for _, pair in ipairs(pairs_) do
+    if pair[1] == id then
+      pair[2] = target
+      return encoded(pairs_)
+    end
+  end
+  pairs_[#pairs_ + 1] = {id, target}
+  return encoded(pairs_)
+end
+
+local function new_notice(seq, watch, target, fence, state, err, now)
+  local null = cjson.null
+  return {
+    id = fence .. '.' .. seq, watch = watch, target = target, fence = fence, state = state,
+    error = err or null, status = 'pending', attempts = '0', due = us(now),
+    lease_owner = null, lease_until = null, outcome = null, detail = null,
+    created_at = us(now), settled_at = null,
+  }
+end
+
+-- The notices after a finish at `fence`: one more per watch (rill_executor's finish_notices).
+local function finish_notices(notices, watchers, fence, state, err, now)
+  local found = decoded(notices)
+  for _, pair in ipairs(decoded(watchers)) do
+    found[#found + 1] = new_notice(#found + 1, pair[1], pair[2], fence, state, err, now)
+  end
+  return encoded(found)
+end
+
+-- The notices after a claim found the job ended (rill_executor's replay_notice).
+local function replay_notice(notices, id, target, fence, state, err, now)
+  local found = decoded(notices)
+  for _, notice in ipairs(found) do
+    if notice.status == 'pending' and notice.watch == id and notice.fence == fence then
+      notice.target = target
+      return encoded(found)
+    end
+  end
+  found[#found + 1] = new_notice(#found + 1, id, target, fence, state, err, now)
+  return encoded(found)
+end
+
+local function lease_end(notice)
+  if notice.lease_until == cjson.null then
+    return 0
+  end
+  return tonumber(notice.lease_until)
+end
+
+-- When the earliest pending notice may next be leased, or nil (rill_executor's notice_due).
+local function notice_due(found)
+  local due = nil
+  for _, notice in ipairs(found) do
+    if notice.status == 'pending' then
+      local at = math.max(tonumber(notice.due), lease_end(notice))
+      if not due or at < due then
+        due = at
+      end
+    end
+  end
+  return due
+end
+
+-- Standalone Redis: the namespace's index holds exactly the jobs with pending notices,
+-- scored by notice_due.
+local function index_notices(ns, job_id, found)
+  local due = notice_due(found)
+  if due then
+    redis.call('ZADD', outbox_key(ns), due, job_id)
+  else
+    redis.call('ZREM', outbox_key(ns), job_id)
+  end
+end
+
+local function leasable(notice, now)
+  return notice.status == 'pending' and tonumber(notice.due) <= now and lease_end(notice) <= now
+end
+
+-- Lease the job's earliest-due leasable notice in `found` (rill_executor's lease_notice);
+-- the leased notice, or nil if none is leasable.
+local function lease_one(found, owner, lease, now)
+  local pick = nil
+  for _, notice in ipairs(found) do
+    if leasable(notice, now) and (not pick or tonumber(notice.due) < tonumber(pick.due)) then
+      pick = notice
+    end
+  end
+  if pick then
+    pick.lease_owner = owner
+    pick.lease_until = us(now + lease)
+    pick.attempts = us(tonumber(pick.attempts) + 1)
+  end
+  return pick
 end

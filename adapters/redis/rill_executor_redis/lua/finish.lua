@@ -1,10 +1,11 @@
 -- finish: commit or fail for the owner with a live lease, its attempt ended in the history.
 -- Arguments: attempt_id, fence, state, attempt outcome, result ('' = none), error ('' =
--- none), retryable ('1', '0' or '' = none), retention_us, committed outputs (JSON array).
--- The same rules as rill_executor.store.finished_row.
+-- none), retryable ('1', '0' or '' = none), retention_us, committed outputs (JSON array),
+-- and '1' if this script keeps the outbox index (standalone).
+-- The same rules as rill_executor.store.finished_row: the watches become notices.
 
-local attempt, fence, state, outcome, result, err, retryable, retention, committed =
-  unpack(args(9))
+local attempt, fence, state, outcome, result, err, retryable, retention, committed, indexed =
+  unpack(args(10))
 
 local now = clock()
 local job = load_job()
@@ -20,7 +21,14 @@ local new = changed(job, {
   [ERROR] = err, [RETRYABLE] = retryable ~= '' and retryable, [UPDATED_AT] = us(now),
   [FINISHED_AT] = us(now), [RETAIN_UNTIL] = us(retain_until), [OUTPUTS] = false,
 })
+if job[WATCHERS] then
+  new[WATCHERS] = false
+  new[NOTICES] = finish_notices(job[NOTICES], job[WATCHERS], job[FENCE], state, err, now)
+end
 save(new, job)
+if job[WATCHERS] and indexed == '1' then
+  index_notices(job[NS], string.match(KEYS[1], '{(%x+)}'), cjson.decode(new[NOTICES]))
+end
 
 -- The owner's attempt is running (see claim.lua): end it.
 local prefix = job[FENCE] .. ':'

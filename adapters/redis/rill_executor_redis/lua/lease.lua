@@ -1,0 +1,35 @@
+-- lease (standalone Redis): lease up to `limit` due notices of a namespace, earliest first.
+-- KEYS[1] is the namespace's outbox index (jobs with pending notices, scored by when the
+-- first can be leased); the jobs' hashes are reached by their names (standalone only).
+-- Arguments: owner, lease_us, limit.
+-- Reply: JSON [now, [[job id, namespace, key, notice, result], ...]].
+
+local owner, lease, limit = unpack(args(3))
+lease, limit = tonumber(lease), tonumber(limit)
+local now = clock()
+local leased = {}
+for _ = 1, 2 * limit + 8 do -- each turn leases one notice or drops one stale entry
+  if #leased >= limit then
+    break
+  end
+  local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
+  if #first == 0 then
+    break
+  end
+  local id = first[1]
+  local name = 'rill:{' .. id .. '}:job'
+  local job = redis.call('HMGET', name, 'ns', 'key', 'notices', 'result')
+  local found = decoded(job[3])
+  local notice = lease_one(found, owner, lease, now)
+  if notice then
+    redis.call('HSET', name, 'notices', cjson.encode(found))
+    leased[#leased + 1] = {id, job[1], job[2], cjson.encode(notice), job[4]}
+  end
+  local due = notice_due(found)
+  if due then
+    redis.call('ZADD', KEYS[1], due, id)
+  else
+    redis.call('ZREM', KEYS[1], id) -- no pending notice, or the record expired
+  end
+end
+return cjson.encode({us(now), leased})

@@ -1,0 +1,39 @@
+-- settle: settle a leased notice if `owner` still holds its lease (rill_executor's
+-- settle_notice), else write nothing.
+-- Arguments: notice id, owner, status, outcome, detail, '1' if there is a detail,
+-- retry_in_us, and '1' if this script keeps the outbox index (standalone).
+-- Reply: JSON [ok, next due ('' = none pending), watched ('1' or ''), watch token, namespace].
+
+local id, owner, status, outcome, detail, has_detail, retry_in, indexed = unpack(args(8))
+local now = clock()
+local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token')
+local found = decoded(job[2])
+local settled = false
+for _, notice in ipairs(found) do
+  if notice.id == id then
+    local held = notice.lease_owner == owner and lease_end(notice) > now
+    if held and notice.status == 'pending' then
+      local again = status == 'pending'
+      notice.status = status
+      notice.lease_owner = cjson.null
+      notice.lease_until = cjson.null
+      notice.outcome = outcome
+      notice.detail = has_detail == '1' and detail or cjson.null
+      notice.settled_at = again and cjson.null or us(now)
+      if again then
+        notice.due = us(now + tonumber(retry_in))
+      end
+      settled = true
+    end
+    break
+  end
+end
+if not settled then
+  return cjson.encode({0, '', '', '', ''})
+end
+redis.call('HSET', KEYS[1], 'notices', cjson.encode(found))
+if indexed == '1' then
+  index_notices(job[1], string.match(KEYS[1], '{(%x+)}'), found)
+end
+local due = notice_due(found)
+return cjson.encode({1, due and us(due) or '', job[3] and '1' or '', job[4] or '', job[1]})
