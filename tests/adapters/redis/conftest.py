@@ -27,7 +27,15 @@ import pytest
 import redis
 import redis.cluster
 
-from rill_executor.store import AttemptRef, ClaimRequest, Completion, StoreAnswer, StoreStatus
+from rill_executor.store import (
+    AttemptRef,
+    ClaimRequest,
+    Completion,
+    NoticeBatch,
+    NoticeSettlement,
+    StoreAnswer,
+    StoreStatus,
+)
 from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore
 
@@ -234,6 +242,12 @@ class BlockingStore:
 
     def status(self, job_id: str) -> StoreStatus | None:
         return self.portal.call(self.store.status(job_id))
+
+    def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
+        return self.portal.call(self.store.lease_notices(namespace, owner, lease_us, limit))
+
+    def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        return self.portal.call(self.store.settle_notice(job_id, settlement))
 
     def close(self) -> None:
         self.portal.call(self.store.close())
