@@ -4,13 +4,17 @@
 PostgreSQL runs one server-decided statement per operation (``queries/postgres.sql``, sent
 as SQL text straight to the driver's cursor); SQLite and MariaDB run one short transaction
 that locks the job row and applies the lifecycle rules of ``rill_executor.store`` in Python,
-on the database's clock.
+on the database's clock. PostgreSQL runs such transactions too where a single statement would
+buy nothing: a claim with a watch (engine dispatches only), and leasing and settling notices.
+A flow whose first statement is ``Raw`` is one driver-level statement; any other flow is one
+transaction.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple, TypeAlias
 
@@ -25,6 +29,9 @@ from rill_executor.store import (
     Completion,
     JobRow,
     JobState,
+    LeasedNotice,
+    NoticeBatch,
+    NoticeSettlement,
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
@@ -34,14 +41,29 @@ from rill_executor.store import (
     ended_outputs,
     finished_row,
     heartbeat_row,
+    leasable,
+    lease_notice,
+    notice_due,
     registered_row,
+    settle_notice,
+    watched_row,
 )
 
 from ._dialect import SqlDialect
 from ._queries import ANSWER_COLUMNS, STATUS_COLUMNS, named
-from ._schema import jobs
+from ._schema import JSON_COLUMNS, jobs
 
-__all__ = ["Flow", "Step", "claim", "finish", "heartbeat", "register_output", "status"]
+__all__ = [
+    "Flow",
+    "Step",
+    "claim",
+    "finish",
+    "heartbeat",
+    "lease_notices",
+    "register_output",
+    "settle",
+    "status",
+]
 
 
 class Raw(NamedTuple):
@@ -52,7 +74,8 @@ class Raw(NamedTuple):
 
 
 Rows: TypeAlias = Sequence[Mapping[Any, Any]]
-Step: TypeAlias = tuple[Executable | Raw, dict[str, Any]]
+Params: TypeAlias = dict[str, Any] | list[dict[str, Any]]  # a list: one executemany
+Step: TypeAlias = tuple[Executable | Raw, Params]
 Flow: TypeAlias = Generator[Step, Rows, Any]
 
 _MAX_RACES = 8
@@ -84,6 +107,9 @@ def job_row(row: Mapping[Any, Any]) -> JobRow:
         finished_at=row["finished_at"],
         retain_until=row["retain_until"],
         outputs=_json_text(row["outputs"]),
+        origin=row["origin"],
+        watchers=_json_text(row["watchers"]),
+        notices=_json_text(row["notices"]),
     )
 
 
@@ -113,7 +139,29 @@ def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
         "retain_until": job.retain_until,
         "attempts": attempts,
         "outputs": job.outputs,
+        "origin": job.origin,
+        **_outbox(job),
     }
+
+
+def _outbox(job: JobRow) -> dict[str, Any]:
+    """The outbox columns: every write of ``notices`` writes ``notice_due`` with it."""
+    return {
+        "watchers": job.watchers,
+        "notices": job.notices,
+        "notice_due": notice_due(job.notices),
+    }
+
+
+def _outbox_params(dialect: SqlDialect, job: JobRow) -> dict[str, Any]:
+    return _bound(dialect, {**_outbox(job), "b_job_id": job.job_id})
+
+
+def _bound(dialect: SqlDialect, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` for SQLAlchemy statements: JSON as text, or decoded for Postgres jsonb."""
+    if dialect.family != "postgresql":
+        return params
+    return {k: json.loads(v) if k in JSON_COLUMNS else v for k, v in params.items()}
 
 
 def _answer(rows: Rows) -> StoreAnswer:
@@ -145,6 +193,7 @@ def _appended(
             "outcome": outcome.value,
             "error": None if error is None else json.loads(error),
             "outputs": json.loads(outputs),
+            "origin": None if job.origin is None else json.loads(job.origin),
         }
     )
     return json.dumps(entries, separators=(",", ":"))
@@ -163,13 +212,20 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
             outcome=AttemptOutcome(e["outcome"]),
             error=None if e.get("error") is None else json.dumps(e["error"]),
             outputs=json.dumps(e.get("outputs", [])),
+            origin=None if e.get("origin") is None else json.dumps(e["origin"]),
         )
         for e in entries
     ]
     if job.state is JobState.PROCESSING and job.owner_attempt and job.claimed_at is not None:
         rows.append(
             AttemptRow(
-                job.fence, job.owner_attempt, job.claimed_at, None, AttemptOutcome.RUNNING, None
+                job.fence,
+                job.owner_attempt,
+                job.claimed_at,
+                None,
+                AttemptOutcome.RUNNING,
+                None,
+                origin=job.origin,
             )
         )
     return rows
@@ -180,13 +236,25 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
 
 @cache
 def _locked_query(dialect: SqlDialect) -> Executable:
-    """The database clock and the job row, locked; the clock even when there is no job."""
+    """The database clock and the job row, locked; the clock even when there is no job
+    (Postgres locks no row of an outer join: there, a missing job answers no row)."""
+    if dialect.family == "postgresql":
+        return (
+            select(dialect.now.label("now"), *jobs.columns)
+            .where(jobs.c.job_id == bindparam("job_id"))
+            .with_for_update()
+        )
     one = select(literal(1).label("one")).subquery("one")
     return (
         select(dialect.now.label("now"), *jobs.columns)
         .select_from(one.outerjoin(jobs, jobs.c.job_id == bindparam("job_id")))
         .with_for_update()
     )
+
+
+@cache
+def _clock_query(dialect: SqlDialect) -> Executable:
+    return select(dialect.now.label("now"))
 
 
 _insert_job = jobs.insert()
@@ -205,31 +273,47 @@ _register = (
     .where(jobs.c.job_id == bindparam("b_job_id"))
     .values(outputs=bindparam("outputs"), updated_at=bindparam("updated_at"))
 )
+_write_outbox = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("b_job_id"))
+    .values({name: bindparam(name) for name in ("watchers", "notices", "notice_due")})
+)
 
 
 def _locked(
     dialect: SqlDialect, job_id: str
 ) -> Generator[Step, Rows, tuple[JobRow | None, str, int]]:
-    (row,) = yield _locked_query(dialect), {"job_id": job_id}
-    now = int(row["now"])
-    if row["job_id"] is None:
+    rows = yield _locked_query(dialect), {"job_id": job_id}
+    if not rows:
+        return None, "[]", (yield from _clock(dialect))
+    now = int(rows[0]["now"])
+    if rows[0]["job_id"] is None:
         return None, "[]", now
-    return job_row(row), row["attempts"], now
+    return job_row(rows[0]), _json_text(rows[0]["attempts"]), now
+
+
+def _clock(dialect: SqlDialect) -> Generator[Step, Rows, int]:
+    (row,) = yield _clock_query(dialect), {}
+    return int(row["now"])
 
 
 def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     job, history, now = yield from _locked(dialect, request.job_id)
     action = decide_claim(job, request, now)
     if action not in (ClaimAction.INSERT, ClaimAction.TAKEOVER):
+        watched = None if job is None else watched_row(job, action, request, now)
+        if watched is not None:  # the watch waits for the end, or is answered at once
+            yield _write_outbox, _outbox_params(dialect, watched)
+            job = watched
         return StoreAnswer(ok=False, job=job, now=now)
     new = claimed_row(job, request, now)
     if job is None:
-        yield _insert_job, _columns(new, history)
+        yield _insert_job, _bound(dialect, _columns(new, history))
         return StoreAnswer(ok=True, job=new, now=now)
     if job.state is JobState.PROCESSING:
         outputs = ended_outputs(job.outputs, "[]")
         history = _appended(history, job, AttemptOutcome.EXPIRED, now, None, outputs)
-    yield _update_job, {**_columns(new, history), "b_job_id": job.job_id}
+    yield _update_job, _bound(dialect, {**_columns(new, history), "b_job_id": job.job_id})
     return StoreAnswer(ok=True, job=new, now=now)
 
 
@@ -260,7 +344,7 @@ def _client_finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion)
     new = finished_row(job, completion, now)
     outputs = ended_outputs(job.outputs, completion.outputs)
     history = _appended(history, job, _outcome(completion), now, completion.error, outputs)
-    yield _update_job, {**_columns(new, history), "b_job_id": ref.job_id}
+    yield _update_job, _bound(dialect, {**_columns(new, history), "b_job_id": ref.job_id})
     return StoreAnswer(ok=True, job=new, now=now)
 
 
@@ -281,6 +365,7 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "lease_us": request.lease_us,
         "fingerprint": request.fingerprint,
         "result_version": request.result_version,
+        "origin": request.origin,
     }
     for _ in range(_MAX_RACES):
         answer = _answer((yield _raw("claim"), params))
@@ -307,7 +392,7 @@ def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
 
 
 def claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
-    if dialect.server_side:
+    if dialect.server_side and request.watch is None:
         return _server_claim(request)
     return _client_claim(dialect, request)
 
@@ -371,3 +456,55 @@ def status(dialect: SqlDialect, job_id: str) -> Flow:
     return StoreStatus(
         job=job, attempts=_history(job, rows[0]["attempts"]), now=int(rows[0]["now"])
     )
+
+
+# -- the outbox: short transactions on every dialect --------------------------------------------
+
+
+def _due_query(dialect: SqlDialect, limit: int) -> Executable:
+    """Up to ``limit`` jobs of a namespace with a leasable notice, earliest first, locked;
+    rows another deliverer holds are skipped (SQLite: one writer, nothing to skip)."""
+    return (
+        select(dialect.now.label("now"), *jobs.columns)
+        .where(jobs.c.namespace == bindparam("namespace"), jobs.c.notice_due <= dialect.now)
+        .order_by(jobs.c.notice_due)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+
+
+def lease_notices(
+    dialect: SqlDialect, namespace: str, owner: str, lease_us: int, limit: int
+) -> Flow:
+    rows = yield _due_query(dialect, limit), {"namespace": namespace}
+    now = int(rows[0]["now"]) if rows else (yield from _clock(dialect))
+    found = [(job, json.loads(job.notices)) for job in map(job_row, rows)]
+    due = sorted(
+        (notice["due"], i, n)
+        for i, (_, notices) in enumerate(found)
+        for n, notice in enumerate(notices)
+        if leasable(notice, now)
+    )[:limit]
+    leased = []
+    for _, i, n in due:
+        job, notices = found[i]
+        lease_notice(notices[n], owner, lease_us, now)
+        notice = json.dumps(notices[n], separators=(",", ":"))
+        leased.append(LeasedNotice(job.job_id, job.namespace, job.key, notice, job.result))
+    touched = sorted({i for _, i, _ in due})
+    if touched:
+        yield _write_outbox, [_outbox_params(dialect, _with_notices(*found[i])) for i in touched]
+    return NoticeBatch(leased, now)
+
+
+def _with_notices(job: JobRow, notices: list[Any]) -> JobRow:
+    return replace(job, notices=json.dumps(notices, separators=(",", ":")))
+
+
+def settle(dialect: SqlDialect, job_id: str, settlement: NoticeSettlement) -> Flow:
+    job, _, now = yield from _locked(dialect, job_id)
+    settled = None if job is None else settle_notice(job.notices, settlement, now)
+    if job is None or settled is None:
+        return False  # not its lease (any more): nothing written
+    yield _write_outbox, _outbox_params(dialect, replace(job, notices=settled))
+    return True

@@ -10,7 +10,7 @@ import re
 from functools import cache
 from importlib.resources import files
 
-from ._schema import jobs
+from ._schema import JSON_COLUMNS, jobs
 
 __all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "STATUS_COLUMNS", "named"]
 
@@ -18,7 +18,7 @@ _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name != "attempts")
 # JSON columns come back as text: the ledger passes them on as JSON text anyway.
 _COLUMNS = ", ".join(
-    f"j.{name}::text AS {name}" if name == "outputs" else f"j.{name}" for name in JOB_COLUMNS
+    f"j.{name}::text AS {name}" if name in JSON_COLUMNS else f"j.{name}" for name in JOB_COLUMNS
 )
 # What each statement answers, in order: rows arrive as tuples, named without a round of
 # per-row column metadata.

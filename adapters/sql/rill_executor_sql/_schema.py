@@ -4,6 +4,9 @@ Times are BIGINT microseconds since the epoch on the database's clock; the job t
 by ``job_id`` (SHA-256 of namespace and key), so no collation can merge two business keys.
 A job's attempt history is a JSON array in its row, one entry appended when an attempt ends
 (the running attempt is the row's owner): a fresh call writes one row, twice.
+The outbox lives in the job row too: ``watchers`` (JSON object) and ``notices`` (JSON array),
+with ``notice_due`` (when its earliest pending notice may be leased) indexed per namespace so
+that deliverers find due notices without a scan.
 A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
 ``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
 """
@@ -19,6 +22,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Connection,
+    Index,
     Integer,
     MetaData,
     String,
@@ -32,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql, postgresql
 
 __all__ = [
+    "JSON_COLUMNS",
     "MIGRATIONS",
     "create_v1",
     "SCHEMA_VERSION",
@@ -45,6 +50,9 @@ __all__ = [
 metadata = MetaData()
 _big_text = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 _json_array = _big_text.with_variant(postgresql.JSONB(), "postgresql")
+JSON_COLUMNS = frozenset({"attempts", "outputs", "watchers", "notices"})  # jsonb on Postgres
+_V2: dict[str, Any] = {"info": {"since": 2}}  # columns a version 1 table lacks
+_V4: dict[str, Any] = {"info": {"since": 4}}
 _mysql: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -72,7 +80,12 @@ jobs = Table(
     Column("finished_at", BigInteger),
     Column("retain_until", BigInteger),
     Column("attempts", _json_array, nullable=False),
-    Column("outputs", _json_array, nullable=False, server_default="[]"),
+    Column("outputs", _json_array, nullable=False, server_default="[]", **_V2),
+    Column("origin", Text, **_V4),  # JSON: what the running attempt answers
+    Column("watchers", _json_array, nullable=False, server_default="{}", **_V4),
+    Column("notices", _json_array, nullable=False, server_default="[]", **_V4),
+    Column("notice_due", BigInteger, **_V4),  # notice_due(notices): None when none pending
+    Index("ix_rill_jobs_notice_due", "namespace", "notice_due"),
     **_mysql,
 )
 
@@ -107,6 +120,19 @@ def _v3_store_id(conn: Connection) -> None:
         conn.execute(identity.insert().values(singleton=1, store_id=uuid.uuid4().hex))
 
 
+def _v4_outbox(conn: Connection) -> None:
+    """Version 4: the outbox (watches, completion notices) and what each attempt answered."""
+    kind = jobs.c.notices.type.compile(dialect=conn.dialect)
+    for column, default in (("watchers", "'{}'"), ("notices", "'[]'")):
+        conn.execute(
+            text(f"ALTER TABLE rill_jobs ADD COLUMN {column} {kind} NOT NULL DEFAULT {default}")
+        )
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN origin TEXT"))
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN notice_due BIGINT"))
+    (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_notice_due")
+    index.create(conn)
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -117,8 +143,12 @@ def read_store_id(conn: Connection) -> str | None:
 # Each version's change to the one before. A new database gets ``metadata`` as it is now;
 # an older one gets the changes it lacks. Version 1 is the first released table (see
 # ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {2: _v2_outputs, 3: _v3_store_id}
-SCHEMA_VERSION = 3
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    2: _v2_outputs,
+    3: _v3_store_id,
+    4: _v4_outbox,
+}
+SCHEMA_VERSION = 4
 
 
 def create_v1(conn: Connection, now_us: int) -> None:
@@ -127,7 +157,7 @@ def create_v1(conn: Connection, now_us: int) -> None:
     Table(
         jobs.name,
         v1,
-        *(c._copy() for c in jobs.columns if c.name != "outputs"),
+        *(c._copy() for c in jobs.columns if not c.info.get("since")),
         **_mysql,
     )
     versions.to_metadata(v1).create(conn, checkfirst=True)

@@ -13,6 +13,8 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    NoticeBatch,
+    NoticeSettlement,
     SchemaMissing,
     StoreAnswer,
     StoreStatus,
@@ -29,11 +31,14 @@ __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store"
 T = TypeVar("T")
 _RETRIES = 20
 _DDL_ISOLATION = "SERIALIZABLE"  # a real transaction for migrations, even on autocommit engines
+# Postgres transactions (its engine autocommits): rows locked FOR UPDATE, each statement sees
+# the newest committed rows.
+_TX_ISOLATION = "READ COMMITTED"
 
 
-def _drive(conn: Connection, flow: _flows.Flow) -> Any:
+def _drive(conn: Connection, flow: _flows.Flow, step: _flows.Step) -> Any:
+    statement, params = step
     try:
-        statement, params = next(flow)
         while True:
             assert not isinstance(statement, _flows.Raw)
             result = conn.execute(statement, params)
@@ -43,9 +48,9 @@ def _drive(conn: Connection, flow: _flows.Flow) -> Any:
         return stop.value
 
 
-async def _drive_async(conn: AsyncConnection, flow: _flows.Flow) -> Any:
+async def _drive_async(conn: AsyncConnection, flow: _flows.Flow, step: _flows.Step) -> Any:
+    statement, params = step
     try:
-        statement, params = next(flow)
         while True:
             assert not isinstance(statement, _flows.Raw)
             result = await conn.execute(statement, params)
@@ -68,12 +73,12 @@ def _as_sqlalchemy_error(
     )
 
 
-def _drive_raw(engine: Engine, flow: _flows.Flow) -> Any:
+def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
     """Postgres: driver-level SQL on the pooled DBAPI connection (no SQLAlchemy result layer)."""
     raw = engine.raw_connection()
-    statement: Any = None
+    statement: Any
+    statement, params = step
     try:
-        statement, params = next(flow)
         while True:
             cursor = raw.cursor()
             try:
@@ -92,13 +97,13 @@ def _drive_raw(engine: Engine, flow: _flows.Flow) -> Any:
         raw.close()
 
 
-async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow) -> Any:
+async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.Step) -> Any:
     async with engine.connect() as conn:
         raw = await conn.get_raw_connection()
         driver: Any = raw.driver_connection  # psycopg.AsyncConnection
-        statement: Any = None
+        statement: Any
+        statement, params = step
         try:
-            statement, params = next(flow)
             while True:
                 async with driver.cursor() as cursor:
                     await cursor.execute(statement.sql, params)
@@ -189,19 +194,23 @@ class SqlStore:
     def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
         for _ in range(_RETRIES):
             try:
-                if self.dialect.server_side:
+                flow = make_flow()
+                step = next(flow)
+                if isinstance(step[0], _flows.Raw):
                     with wrap_errors(self._where):
-                        return _drive_raw(self.engine, make_flow())
+                        return _drive_raw(self.engine, flow, step)
                 with wrap_errors(self._where), self.engine.connect() as conn:
                     if not write:
-                        return _drive(conn, make_flow())
+                        return _drive(conn, flow, step)
+                    if self.dialect.server_side:
+                        conn.execution_options(isolation_level=_TX_ISOLATION)
                     if self.dialect.begin_sql:
                         conn.exec_driver_sql(self.dialect.begin_sql)
-                        result = _drive(conn, make_flow())
+                        result = _drive(conn, flow, step)
                         conn.commit()
                         return result
                     with conn.begin():
-                        return _drive(conn, make_flow())
+                        return _drive(conn, flow, step)
             except Exception as exc:  # a race arrives wrapped, as StoreError
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
@@ -221,6 +230,14 @@ class SqlStore:
 
     def status(self, job_id: str) -> StoreStatus | None:
         return self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
+        return self._run(  # type: ignore[no-any-return]
+            lambda: _flows.lease_notices(self.dialect, namespace, owner, lease_us, limit)
+        )
+
+    def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        return self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self.engine.dispose()
@@ -277,19 +294,23 @@ class AsyncSqlStore:
         await self._ensure_ready()
         for _ in range(_RETRIES):
             try:
+                flow = make_flow()
+                step = next(flow)
                 with wrap_errors(self._where):
-                    if self.dialect.server_side:
-                        return await _drive_raw_async(self.engine, make_flow())
+                    if isinstance(step[0], _flows.Raw):
+                        return await _drive_raw_async(self.engine, flow, step)
                     async with self.engine.connect() as conn:
                         if not write:
-                            return await _drive_async(conn, make_flow())
+                            return await _drive_async(conn, flow, step)
+                        if self.dialect.server_side:
+                            await conn.execution_options(isolation_level=_TX_ISOLATION)
                         if self.dialect.begin_sql:
                             await conn.exec_driver_sql(self.dialect.begin_sql)
-                            result = await _drive_async(conn, make_flow())
+                            result = await _drive_async(conn, flow, step)
                             await conn.commit()
                             return result
                         async with conn.begin():
-                            return await _drive_async(conn, make_flow())
+                            return await _drive_async(conn, flow, step)
             except Exception as exc:
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
@@ -309,6 +330,16 @@ class AsyncSqlStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    async def lease_notices(
+        self, namespace: str, owner: str, lease_us: int, limit: int
+    ) -> NoticeBatch:
+        return await self._run(  # type: ignore[no-any-return]
+            lambda: _flows.lease_notices(self.dialect, namespace, owner, lease_us, limit)
+        )
+
+    async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
+        return await self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         await self._disposal.close()

@@ -11,7 +11,15 @@ import pytest
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import Claim, Ledger, Replay, SchemaMissing, StoreUnavailable, fingerprint_of
+from rill_executor import (
+    Claim,
+    Ledger,
+    Replay,
+    SchemaMissing,
+    StoreUnavailable,
+    Watch,
+    fingerprint_of,
+)
 from rill_executor._keys import job_id
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
 from rill_executor_sql._schema import create_v1, installed_version, jobs, metadata
@@ -156,7 +164,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     store = SqlStore(empty_database, upgrade=False, check=False)
     with store.engine.begin() as conn:
         create_v1(conn, 0)
-        row: dict[str, object] = {c.name: None for c in jobs.columns if c.name != "outputs"}
+        row: dict[str, object] = {c.name: None for c in jobs.columns if not c.info.get("since")}
         row.update(
             job_id=job_id("old", "k"),
             namespace="old",
@@ -174,7 +182,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3]
+    assert store.upgrade() == [2, 3, 4]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -182,8 +190,11 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     with store.engine.connect() as conn:
         reflected = {c["name"]: c["nullable"] for c in inspect(conn).get_columns("rill_jobs")}
     assert reflected == {c.name: c.nullable for c in jobs.columns}
-    replay = Ledger(store, namespace="old").claim("k")
+    ledger = Ledger(store, namespace="old")
+    replay = ledger.claim("k", watch=Watch("task", {"url": "u"}))
     assert isinstance(replay, Replay) and replay.result() == "kept"
+    (notice,) = ledger.lease_notices(owner="d", lease=30)  # the outbox columns work on it
+    assert notice.key == "k" and notice.result == "kept"
     store.close()
 
 

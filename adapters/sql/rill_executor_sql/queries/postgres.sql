@@ -2,6 +2,8 @@
 -- and judged on the server's clock. Each answers (ok, now, job columns…): the job as the
 -- operation left it. The attempt history lives in the job row (jsonb array, appended when an
 -- attempt ends), so a fresh call writes one row twice: an upsert, then an update.
+-- A claim with a watch, and leasing and settling notices, are short transactions decided in
+-- the client (see _flows.py); finish turns the watches into notices here, in its one write.
 
 -- name: claim
 -- Claims when there is no job, a retryable failure, an expired lease or a passed
@@ -16,10 +18,11 @@ WITH clock AS (
     INSERT INTO rill_jobs AS j (
         job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
         fingerprint, result_version, result, error, retryable, created_at, updated_at,
-        finished_at, retain_until, attempts, outputs)
+        finished_at, retain_until, attempts, outputs, origin)
     SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing', 1, CAST(%(attempt_id)s AS varchar),
         clock.now_us, clock.now_us + CAST(%(lease_us)s AS bigint), CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
-        NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb, '[]'::jsonb
+        NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb, '[]'::jsonb,
+        CAST(%(origin)s AS text)
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur)
        OR EXISTS (
@@ -35,10 +38,12 @@ WITH clock AS (
         fingerprint = EXCLUDED.fingerprint, result_version = EXCLUDED.result_version,
         result = NULL, error = NULL, retryable = NULL, updated_at = EXCLUDED.updated_at,
         finished_at = NULL, retain_until = NULL, outputs = '[]'::jsonb,
+        origin = EXCLUDED.origin,
         attempts = CASE WHEN j.state = 'processing' THEN j.attempts || jsonb_build_array(
             jsonb_build_object('fence', j.fence, 'attempt_id', j.owner_attempt,
                                'started_at', j.claimed_at, 'ended_at', EXCLUDED.claimed_at,
                                'outcome', 'expired', 'error', NULL,
+                               'origin', CAST(j.origin AS jsonb),
                                'outputs', (SELECT coalesce(jsonb_agg(
                                    o || '{"committed": false}'::jsonb), '[]'::jsonb)
                                    FROM jsonb_array_elements(j.outputs) o)))
@@ -90,7 +95,8 @@ SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
 WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 
 -- name: finish
--- Commit or fail: the result and the attempt's entry in the history, in one fenced write.
+-- Commit or fail: the result, the attempt's entry in the history and a notice per watch
+-- (finish_notices: id "{fence}.{n}", n its 1-based place in the array), in one fenced write.
 WITH clock AS (
     SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
 ), upd AS (
@@ -101,7 +107,7 @@ WITH clock AS (
         attempts = j.attempts || jsonb_build_array(jsonb_build_object(
             'fence', j.fence, 'attempt_id', j.owner_attempt, 'started_at', j.claimed_at,
             'ended_at', clock.now_us, 'outcome', CAST(%(outcome)s AS text),
-            'error', CAST(%(error)s AS jsonb),
+            'error', CAST(%(error)s AS jsonb), 'origin', CAST(j.origin AS jsonb),
             'outputs', (SELECT coalesce(jsonb_agg(o), '[]'::jsonb) FROM (
                 SELECT c || '{"committed": true}'::jsonb AS o
                 FROM jsonb_array_elements(CAST(%(outputs)s AS jsonb)) c
@@ -111,7 +117,19 @@ WITH clock AS (
                 WHERE NOT EXISTS (
                     SELECT 1 FROM jsonb_array_elements(CAST(%(outputs)s AS jsonb)) c
                     WHERE c ->> 'key' = r ->> 'key')) ended))),
-        outputs = '[]'::jsonb
+        outputs = '[]'::jsonb,
+        notices = CASE WHEN j.watchers = '{}'::jsonb THEN j.notices
+            ELSE j.notices || (SELECT jsonb_agg(jsonb_build_object(
+                'id', concat(j.fence, '.', jsonb_array_length(j.notices) + w.n),
+                'watch', w.id, 'target', w.target, 'fence', j.fence,
+                'state', CAST(%(state)s AS text), 'error', CAST(%(error)s AS jsonb),
+                'status', 'pending', 'attempts', 0, 'due', clock.now_us,
+                'lease_owner', NULL, 'lease_until', NULL, 'outcome', NULL, 'detail', NULL,
+                'created_at', clock.now_us, 'settled_at', NULL) ORDER BY w.n)
+                FROM jsonb_each(j.watchers) WITH ORDINALITY AS w(id, target, n)) END,
+        notice_due = CASE WHEN j.watchers = '{}'::jsonb THEN j.notice_due
+            ELSE least(j.notice_due, clock.now_us) END,
+        watchers = '{}'::jsonb
     FROM clock
     WHERE j.job_id = CAST(%(job_id)s AS varchar) AND j.fence = CAST(%(fence)s AS bigint) AND j.owner_attempt = CAST(%(attempt_id)s AS varchar)
       AND j.state = 'processing' AND j.lease_until > clock.now_us
