@@ -44,13 +44,14 @@ if action ~= 'insert' and action ~= 'takeover' then
   end
   local new
   if action == 'in_progress' then -- the watch waits for the finish
-    new = changed(job, {[WATCHERS] = add_watch(job[WATCHERS], watch, target)})
+    new = changed(job, {[WATCHERS] = outbox().add_watch(job[WATCHERS], watch, target)})
   else -- ended: answered from the stored outcome at once
-    local notices = replay_notice(
+    local ob = outbox()
+    local notices = ob.replay_notice(
       job[NOTICES], watch, target, job[FENCE], job[STATE], job[ERROR], now)
     new = changed(job, {[NOTICES] = notices})
     if indexed == '1' then
-      index_notices(ns, string.match(KEYS[1], '{(%x+)}'), cjson.decode(notices))
+      ob.index_notices(ns, string.match(KEYS[1], '{(%x+)}'), cjson.decode(notices))
     end
   end
   save(new, job)
@@ -80,7 +81,7 @@ local new = {
   [WATCHERS] = job and job[WATCHERS] or false, [NOTICES] = job and job[NOTICES] or false,
 }
 if watch ~= '' then
-  new[WATCHERS] = add_watch(new[WATCHERS], watch, target)
+  new[WATCHERS] = outbox().add_watch(new[WATCHERS], watch, target)
 end
 save(new, job)
 

@@ -152,118 +152,128 @@ end
 -- `watch_token` (Redis Cluster only) is the token of the last claim with a watch, which
 -- guards the namespace's outbox index (see _outbox.py).
 
-local function outbox_key(ns)
-  return 'rill:{ns-' .. redis.sha1hex(ns) .. '}:outbox'
-end
-
-local function decoded(text)
-  if not text then
-    return {}
+-- The helpers, made only by the scripts and branches that use them: the hot paths (no
+-- watch, no notice) do not pay for their closures.
+local function outbox()
+  local function outbox_key(ns)
+    return 'rill:{ns-' .. redis.sha1hex(ns) .. '}:outbox'
   end
-  return cjson.decode(text)
-end
 
-local function encoded(list)
-  if #list == 0 then
-    return false -- no field: cjson would write an empty list as {}
-  end
-  return cjson.encode(list)
-end
-
--- The watchers with (id, target) added; a later watch with the same id replaces the target.
-local function add_watch(watchers, id, target)
-  local pairs_ = decoded(watchers)
-  for _, pair in ipairs(pairs_) do
-    if pair[1] == id then
-      pair[2] = target
-      return encoded(pairs_)
+  local function decoded(text)
+    if not text then
+      return {}
     end
+    return cjson.decode(text)
   end
-  pairs_[#pairs_ + 1] = {id, target}
-  return encoded(pairs_)
-end
 
-local function new_notice(seq, watch, target, fence, state, err, now)
-  local null = cjson.null
-  return {
-    id = fence .. '.' .. seq, watch = watch, target = target, fence = fence, state = state,
-    error = err or null, status = 'pending', attempts = '0', due = us(now),
-    lease_owner = null, lease_until = null, outcome = null, detail = null,
-    created_at = us(now), settled_at = null,
-  }
-end
-
--- The notices after a finish at `fence`: one more per watch (rill_executor's finish_notices).
-local function finish_notices(notices, watchers, fence, state, err, now)
-  local found = decoded(notices)
-  for _, pair in ipairs(decoded(watchers)) do
-    found[#found + 1] = new_notice(#found + 1, pair[1], pair[2], fence, state, err, now)
-  end
-  return encoded(found)
-end
-
--- The notices after a claim found the job ended (rill_executor's replay_notice).
-local function replay_notice(notices, id, target, fence, state, err, now)
-  local found = decoded(notices)
-  for _, notice in ipairs(found) do
-    if notice.status == 'pending' and notice.watch == id and notice.fence == fence then
-      notice.target = target
-      return encoded(found)
+  local function encoded(list)
+    if #list == 0 then
+      return false -- no field: cjson would write an empty list as {}
     end
+    return cjson.encode(list)
   end
-  found[#found + 1] = new_notice(#found + 1, id, target, fence, state, err, now)
-  return encoded(found)
-end
 
-local function lease_end(notice)
-  if notice.lease_until == cjson.null then
-    return 0
-  end
-  return tonumber(notice.lease_until)
-end
-
--- When the earliest pending notice may next be leased, or nil (rill_executor's notice_due).
-local function notice_due(found)
-  local due = nil
-  for _, notice in ipairs(found) do
-    if notice.status == 'pending' then
-      local at = math.max(tonumber(notice.due), lease_end(notice))
-      if not due or at < due then
-        due = at
+  -- The watchers with (id, target) added; a later watch with the same id replaces the target.
+  local function add_watch(watchers, id, target)
+    local pairs_ = decoded(watchers)
+    for _, pair in ipairs(pairs_) do
+      if pair[1] == id then
+        pair[2] = target
+        return encoded(pairs_)
       end
     end
+    pairs_[#pairs_ + 1] = {id, target}
+    return encoded(pairs_)
   end
-  return due
-end
 
--- Standalone Redis: the namespace's index holds exactly the jobs with pending notices,
--- scored by notice_due.
-local function index_notices(ns, job_id, found)
-  local due = notice_due(found)
-  if due then
-    redis.call('ZADD', outbox_key(ns), due, job_id)
-  else
-    redis.call('ZREM', outbox_key(ns), job_id)
+  local function new_notice(seq, watch, target, fence, state, err, now)
+    local null = cjson.null
+    return {
+      id = fence .. '.' .. seq, watch = watch, target = target, fence = fence, state = state,
+      error = err or null, status = 'pending', attempts = '0', due = us(now),
+      lease_owner = null, lease_until = null, outcome = null, detail = null,
+      created_at = us(now), settled_at = null,
+    }
   end
-end
 
-local function leasable(notice, now)
-  return notice.status == 'pending' and tonumber(notice.due) <= now and lease_end(notice) <= now
-end
+  -- The notices after a finish at `fence`: one more per watch (rill_executor's finish_notices).
+  local function finish_notices(notices, watchers, fence, state, err, now)
+    local found = decoded(notices)
+    for _, pair in ipairs(decoded(watchers)) do
+      found[#found + 1] = new_notice(#found + 1, pair[1], pair[2], fence, state, err, now)
+    end
+    return encoded(found)
+  end
 
--- Lease the job's earliest-due leasable notice in `found` (rill_executor's lease_notice);
--- the leased notice, or nil if none is leasable.
-local function lease_one(found, owner, lease, now)
-  local pick = nil
-  for _, notice in ipairs(found) do
-    if leasable(notice, now) and (not pick or tonumber(notice.due) < tonumber(pick.due)) then
-      pick = notice
+  -- The notices after a claim found the job ended (rill_executor's replay_notice).
+  local function replay_notice(notices, id, target, fence, state, err, now)
+    local found = decoded(notices)
+    for _, notice in ipairs(found) do
+      if notice.status == 'pending' and notice.watch == id and notice.fence == fence then
+        notice.target = target
+        return encoded(found)
+      end
+    end
+    found[#found + 1] = new_notice(#found + 1, id, target, fence, state, err, now)
+    return encoded(found)
+  end
+
+  local function lease_end(notice)
+    if notice.lease_until == cjson.null then
+      return 0
+    end
+    return tonumber(notice.lease_until)
+  end
+
+  -- When the earliest pending notice may next be leased, or nil (rill_executor's notice_due).
+  local function notice_due(found)
+    local due = nil
+    for _, notice in ipairs(found) do
+      if notice.status == 'pending' then
+        local at = math.max(tonumber(notice.due), lease_end(notice))
+        if not due or at < due then
+          due = at
+        end
+      end
+    end
+    return due
+  end
+
+  -- Standalone Redis: the namespace's index holds exactly the jobs with pending notices,
+  -- scored by notice_due.
+  local function index_notices(ns, job_id, found)
+    local due = notice_due(found)
+    if due then
+      redis.call('ZADD', outbox_key(ns), due, job_id)
+    else
+      redis.call('ZREM', outbox_key(ns), job_id)
     end
   end
-  if pick then
-    pick.lease_owner = owner
-    pick.lease_until = us(now + lease)
-    pick.attempts = us(tonumber(pick.attempts) + 1)
+
+  local function leasable(notice, now)
+    return notice.status == 'pending' and tonumber(notice.due) <= now and lease_end(notice) <= now
   end
-  return pick
+
+  -- Lease the job's earliest-due leasable notice in `found` (rill_executor's lease_notice);
+  -- the leased notice, or nil if none is leasable.
+  local function lease_one(found, owner, lease, now)
+    local pick = nil
+    for _, notice in ipairs(found) do
+      if leasable(notice, now) and (not pick or tonumber(notice.due) < tonumber(pick.due)) then
+        pick = notice
+      end
+    end
+    if pick then
+      pick.lease_owner = owner
+      pick.lease_until = us(now + lease)
+      pick.attempts = us(tonumber(pick.attempts) + 1)
+    end
+    return pick
+  end
+
+  return {
+    key = outbox_key, decoded = decoded, encoded = encoded, add_watch = add_watch,
+    finish_notices = finish_notices, replay_notice = replay_notice, lease_end = lease_end,
+    notice_due = notice_due, index_notices = index_notices, lease_one = lease_one,
+  }
 end

@@ -21,13 +21,14 @@ local new = changed(job, {
   [ERROR] = err, [RETRYABLE] = retryable ~= '' and retryable, [UPDATED_AT] = us(now),
   [FINISHED_AT] = us(now), [RETAIN_UNTIL] = us(retain_until), [OUTPUTS] = false,
 })
-if job[WATCHERS] then
+local ob = job[WATCHERS] and outbox()
+if ob then
   new[WATCHERS] = false
-  new[NOTICES] = finish_notices(job[NOTICES], job[WATCHERS], job[FENCE], state, err, now)
+  new[NOTICES] = ob.finish_notices(job[NOTICES], job[WATCHERS], job[FENCE], state, err, now)
 end
 save(new, job)
-if job[WATCHERS] and indexed == '1' then
-  index_notices(job[NS], string.match(KEYS[1], '{(%x+)}'), cjson.decode(new[NOTICES]))
+if ob and indexed == '1' then
+  ob.index_notices(job[NS], string.match(KEYS[1], '{(%x+)}'), cjson.decode(new[NOTICES]))
 end
 
 -- The owner's attempt is running (see claim.lua): end it.

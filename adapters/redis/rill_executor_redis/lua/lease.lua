@@ -7,6 +7,7 @@
 local owner, lease, limit = unpack(args(3))
 lease, limit = tonumber(lease), tonumber(limit)
 local now = clock()
+local ob = outbox()
 local leased = {}
 for _ = 1, 2 * limit + 8 do -- each turn leases one notice or drops one stale entry
   if #leased >= limit then
@@ -19,13 +20,13 @@ for _ = 1, 2 * limit + 8 do -- each turn leases one notice or drops one stale en
   local id = first[1]
   local name = 'rill:{' .. id .. '}:job'
   local job = redis.call('HMGET', name, 'ns', 'key', 'notices', 'result')
-  local found = decoded(job[3])
-  local notice = lease_one(found, owner, lease, now)
+  local found = ob.decoded(job[3])
+  local notice = ob.lease_one(found, owner, lease, now)
   if notice then
     redis.call('HSET', name, 'notices', cjson.encode(found))
     leased[#leased + 1] = {id, job[1], job[2], cjson.encode(notice), job[4]}
   end
-  local due = notice_due(found)
+  local due = ob.notice_due(found)
   if due then
     redis.call('ZADD', KEYS[1], due, id)
   else

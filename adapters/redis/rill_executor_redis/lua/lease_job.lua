@@ -6,12 +6,13 @@
 local owner, lease, limit = unpack(args(3))
 lease, limit = tonumber(lease), tonumber(limit)
 local now = clock()
+local ob = outbox()
 local job = redis.call('HMGET', KEYS[1], 'ns', 'key', 'notices', 'result', 'watchers',
   'watch_token')
-local found = decoded(job[3])
+local found = ob.decoded(job[3])
 local leased = {}
 while #leased < limit do
-  local notice = lease_one(found, owner, lease, now)
+  local notice = ob.lease_one(found, owner, lease, now)
   if not notice then
     break
   end
@@ -20,7 +21,7 @@ end
 if #leased > 0 then
   redis.call('HSET', KEYS[1], 'notices', cjson.encode(found))
 end
-local due = notice_due(found)
+local due = ob.notice_due(found)
 return cjson.encode({
   us(now), leased, job[1], job[2], job[4], due and us(due) or '', job[5] and '1' or '',
   job[6] or '',

@@ -6,12 +6,13 @@
 
 local id, owner, status, outcome, detail, has_detail, retry_in, indexed = unpack(args(8))
 local now = clock()
+local ob = outbox()
 local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token')
-local found = decoded(job[2])
+local found = ob.decoded(job[2])
 local settled = false
 for _, notice in ipairs(found) do
   if notice.id == id then
-    local held = notice.lease_owner == owner and lease_end(notice) > now
+    local held = notice.lease_owner == owner and ob.lease_end(notice) > now
     if held and notice.status == 'pending' then
       local again = status == 'pending'
       notice.status = status
@@ -33,7 +34,7 @@ if not settled then
 end
 redis.call('HSET', KEYS[1], 'notices', cjson.encode(found))
 if indexed == '1' then
-  index_notices(job[1], string.match(KEYS[1], '{(%x+)}'), found)
+  ob.index_notices(job[1], string.match(KEYS[1], '{(%x+)}'), found)
 end
-local due = notice_due(found)
+local due = ob.notice_due(found)
 return cjson.encode({1, due and us(due) or '', job[3] and '1' or '', job[4] or '', job[1]})
