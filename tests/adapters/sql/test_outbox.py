@@ -57,7 +57,8 @@ def test_notice_due_follows_every_write_of_the_notices(url: str) -> None:
     retry_at = due_is_consistent("k")
     assert retry_at is not None and leased_until is not None and retry_at > leased_until
     ledger.claim("k", watch=Watch("t-3", "u3"))  # answered at once from the outcome
-    assert due_is_consistent("k") is not None and _stored(store, namespace, "k")[1] < retry_at
+    answered_at = due_is_consistent("k")
+    assert answered_at is not None and answered_at < retry_at
     (third,) = ledger.lease_notices(owner="d", lease=30)
     assert ledger.settle_notice(third, "dropped", "refused")
     assert due_is_consistent("k") == retry_at
@@ -129,7 +130,9 @@ def test_deliverers_in_separate_processes_never_lease_one_notice_twice(
     store = SqlStore(url)
     ledger = Ledger(store, namespace=namespace, lease=30)
     for n in range(40):
-        ledger.claim(f"k{n}", watch=Watch("t", n)).commit(n)
+        claim = ledger.claim(f"k{n}", watch=Watch("t", n))
+        assert isinstance(claim, Claim)
+        claim.commit(n)
     store.close()
     procs = [
         subprocess.Popen(
