@@ -91,26 +91,33 @@ def pack(*values: str) -> bytes:
     return SEPARATOR.join([value.encode("utf-8") for value in values])
 
 
-def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> bytes:
-    """``token``: the watch token a Cluster store gave the job in its outbox index;
-    ``indexed``: whether the script keeps the index itself (standalone)."""
-    watch_id, target = "", ""
-    if request.watch is not None:  # the target travels as JSON text, never re-encoded
-        watch = json.loads(request.watch)
-        watch_id, target = watch["id"], json.dumps(watch["target"], separators=(",", ":"))
-    return pack(
+def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tuple[bytes, ...]:
+    """The claim's arguments; a second packed value only for an origin or a watch, so a
+    plain claim costs the script what it did before the outbox. ``token``: the watch token
+    a Cluster store gave the job in its outbox index; ``indexed``: whether the script keeps
+    the index itself (standalone)."""
+    claim = pack(
         request.namespace,
         request.key,
         request.fingerprint,
         request.result_version or "",  # the core never passes an empty version
         request.attempt_id,
         str(request.lease_us),
+    )
+    if request.origin is None and request.watch is None:
+        return (claim,)
+    watch_id, target = "", ""
+    if request.watch is not None:  # the target travels as JSON text, never re-encoded
+        watch = json.loads(request.watch)
+        watch_id, target = watch["id"], json.dumps(watch["target"], separators=(",", ":"))
+    outbox = pack(
         request.origin or "",  # JSON text is never empty: '' means none
         watch_id,  # a watch id is never empty
         target,
         token,
         _flag(indexed),
     )
+    return claim, outbox
 
 
 def lease_args(owner: str, lease_us: int, limit: int) -> bytes:

@@ -117,7 +117,7 @@ class RedisStore:
             keys = outbox_keys(request.namespace)
             self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
         args = claim_args(request, token, indexed=self._indexed)
-        return answer_from(job_id, self._run(Op.CLAIM, job_id, args))
+        return answer_from(job_id, self._run(Op.CLAIM, job_id, *args))
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -237,7 +237,7 @@ class AsyncRedisStore:
             keys = outbox_keys(request.namespace)
             await self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
         args = claim_args(request, token, indexed=self._indexed)
-        return answer_from(job_id, await self._run(Op.CLAIM, job_id, args))
+        return answer_from(job_id, await self._run(Op.CLAIM, job_id, *args))
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = await self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))

@@ -1,11 +1,16 @@
 -- claim: take the job if it is free, else leave it untouched and return it.
--- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us,
--- origin ('' = none), watch id ('' = no watch), watch target (JSON text), watch token
--- (Redis Cluster: '' = none), and '1' if this script keeps the outbox index (standalone).
+-- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us;
+-- only if the claim has an origin or a watch, a second packed ARGV: origin ('' = none),
+-- watch id ('' = no watch), watch target (JSON text), watch token (Redis Cluster: '' =
+-- none), and '1' if this script keeps the outbox index (standalone).
 -- The same rules as rill_executor.store.decide_claim / claimed_row / watched_row.
 
-local ns, key, fp, rv, attempt, lease, origin, watch, target, token, indexed = unpack(args(11))
+local ns, key, fp, rv, attempt, lease = unpack(args(6))
 lease = tonumber(lease)
+local origin, watch, target, token, indexed = '', '', '', '', ''
+if ARGV[2] then
+  origin, watch, target, token, indexed = unpack(args(5, ARGV[2]))
+end
 
 local function decide(job, now)
   if not job then

@@ -22,10 +22,10 @@ local NS, KEY, STATE, FENCE, OWNER, CLAIMED_AT, LEASE_UNTIL, FP, RV, RESULT, ERR
   RETRYABLE, CREATED_AT, UPDATED_AT, FINISHED_AT, RETAIN_UNTIL, OUTPUTS, ORIGIN, WATCHERS,
   NOTICES = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
 
--- The `n` arguments packed in ARGV[1]; a call with any other number is refused.
-local function args(n)
+-- The `n` arguments packed in ARGV[1] (or in `packed`); any other number is refused.
+local function args(n, packed)
   local pattern = '^' .. string.rep('([^\255]*)\255', n - 1) .. '([^\255]*)$'
-  local values = {string.match(ARGV[1], pattern)}
+  local values = {string.match(packed or ARGV[1], pattern)}
   if #values ~= n then
     error('rill-executor: expected ' .. n .. ' packed arguments')
   end
