@@ -200,10 +200,10 @@ class AsyncRedisStore:
     def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
         self.client = client
         self.where = where or _describe(client)
-        self._store_id: str | None = None
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
         self._indexed = self._mapped  # standalone (see _outbox)
         self._mapping = asyncio.Lock()
+        self._store_id: str | None = None
 
     @classmethod
     def from_url(cls, url: str) -> AsyncRedisStore:
@@ -214,6 +214,8 @@ class AsyncRedisStore:
     async def store_id(self) -> str:
         """As ``RedisStore.store_id``; read once, by the first call that needs it."""
         if self._store_id is None:
+            if not self._mapped:
+                await self._map_slots()
             with wrap_errors("store identity", self.where):
                 await self.client.set(IDENTITY, uuid.uuid4().hex, nx=True)
                 self._store_id = _text(await self.client.get(IDENTITY))
