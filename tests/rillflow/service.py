@@ -162,3 +162,4 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
     for sock in (source, sink):
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
