@@ -48,8 +48,8 @@ from .._errors import (
 from .._housekeeping import ObjectState
 from .._keys import MAX_KEY_BYTES, fingerprint_of
 from .._memory_outputs import MemoryOutputStore
-from .._outcomes import Conflict, InProgress, Replay
 from .._notices import Watch
+from .._outcomes import Conflict, InProgress, Replay
 from .._records import AttemptOutcome, JobState, JobStatus
 from ._driver import DrivenLedger, LedgerDriver, is_claim
 from ._model import lifecycle_machine
