@@ -9,6 +9,7 @@ from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._errors import (
     ChecksumMismatch,
     ConfigError,
+    HandedOff,
     InvalidKey,
     InvalidOutputName,
     InvalidPayload,
@@ -92,6 +93,7 @@ __all__ = [
     "Conflict",
     "DueNotice",
     "ErrorInfo",
+    "HandedOff",
     "InProgress",
     "InvalidKey",
     "InvalidPayload",

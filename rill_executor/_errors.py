@@ -27,6 +27,7 @@
             └── ChecksumMismatch     the object's bytes are not the ones recorded
 
     TerminalError                    raised by handlers (not by the library): do not retry
+    HandedOff                        raised by handlers: the work continues elsewhere, end nothing
 
 Messages say what happened and what to do. Inside the library a conflict or an in-progress
 answer is a value (see ``rill_executor.ClaimOutcome``); only the decorator and the explicit
@@ -40,6 +41,7 @@ from datetime import datetime, timedelta
 __all__ = [
     "ChecksumMismatch",
     "ConfigError",
+    "HandedOff",
     "InvalidKey",
     "InvalidOutputName",
     "InvalidPayload",
@@ -260,4 +262,11 @@ class TerminalError(Exception):
 
     The failure is replayed to every duplicate as ``JobFailed`` until the record's retention
     passes. Any other exception is recorded as retryable: the next claim runs the job again.
+    """
+
+
+class HandedOff(Exception):
+    """Raise this in a handler that handed its work to an external worker (with a completion
+    token): the attempt is neither committed nor failed, its heartbeat stops, and the
+    worker's completion, presented with the token, ends it through the fence.
     """

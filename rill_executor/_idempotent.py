@@ -23,7 +23,14 @@ from pydantic import PydanticSchemaGenerationError, TypeAdapter
 from ._claim import AsyncClaim, Claim
 from ._codec import adapter_for, type_name
 from ._core import Seconds, to_us
-from ._errors import ConfigError, InvalidKey, RillExecutorError, TerminalError, UsageError
+from ._errors import (
+    ConfigError,
+    HandedOff,
+    InvalidKey,
+    RillExecutorError,
+    TerminalError,
+    UsageError,
+)
 from ._heartbeat import AsyncHeartbeat, Heartbeats
 from ._keys import fingerprint_of, handler_key, validate_handler_name
 from ._outcomes import Conflict, InProgress, Replay
@@ -281,6 +288,8 @@ def _run_claimed_sync(
         with beat:
             try:
                 result = spec.fn(*args, **kwargs)
+            except HandedOff:  # the work goes on elsewhere: end nothing
+                raise
             except BaseException as exc:
                 _fail_sync(claim, exc, retryable=not spec.is_terminal(exc))
                 raise
@@ -340,6 +349,8 @@ async def _run_claimed_async(
         async with beat:
             try:
                 result = await typing.cast(Awaitable[Any], spec.fn(*args, **kwargs))
+            except HandedOff:  # the work goes on elsewhere: end nothing
+                raise
             except BaseException as exc:
                 await _fail_async(claim, exc, retryable=not spec.is_terminal(exc))
                 raise
