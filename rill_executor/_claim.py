@@ -21,7 +21,7 @@ from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._core import LedgerCore, Seconds
 from ._errors import StaleAttempt, StoreUnavailable
 from ._outputs import OutputStore
-from ._records import JobRow, at_us
+from ._records import JobRow, JobState, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
 __all__ = ["AsyncClaim", "Claim", "resend_once", "resend_once_async"]
@@ -172,6 +172,43 @@ class AsyncClaim(_ClaimBase):
         super().__init__(core, row)
         self._store = store
         self.outputs = AsyncClaimOutputs(self, outputs)
+
+    @classmethod
+    def resume(
+        cls,
+        core: LedgerCore,
+        store: AsyncStore,
+        *,
+        job_id: str,
+        key: str,
+        attempt_id: str,
+        fence: int,
+        outputs: OutputStore | None = None,
+    ) -> AsyncClaim:
+        """The claim of an attempt known by reference only (a completion token's): every
+        write is fenced by the store as usual, so a superseded attempt writes nothing. Its
+        lease, until the first heartbeat, is the ledger's default."""
+        now = 0
+        row = JobRow(
+            job_id=job_id,
+            namespace=core.namespace,
+            key=key,
+            state=JobState.PROCESSING,
+            fence=fence,
+            owner_attempt=attempt_id,
+            claimed_at=now,
+            lease_until=now + core.config.lease_us,
+            fingerprint="",
+            result_version=None,
+            result=None,
+            error=None,
+            retryable=None,
+            created_at=now,
+            updated_at=now,
+            finished_at=None,
+            retain_until=None,
+        )
+        return cls(core, store, row, outputs)
 
     async def heartbeat(self, lease: Seconds | None = None) -> datetime:
         lease_us = self._lease_us(lease)

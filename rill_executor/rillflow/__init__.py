@@ -18,11 +18,13 @@ Needs the ``rillflow`` extra (FastAPI, httpx)::
 See ``docs/rillflow.md``.
 """
 
+from .._errors import HandedOff
 from ._callbacks import MAX_CALLBACK_CHARS, Callback, CallbackClass, callback_for, classify
 from ._deliverer import Deliverer, Delivery
 from ._dispatch import BadDispatch, Dispatch, parse_dispatch
 from ._executor import CallbackTooLarge, RillFlowExecutor
 from ._status import status_router
+from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 
 __all__ = [
     "MAX_CALLBACK_CHARS",
@@ -30,10 +32,14 @@ __all__ = [
     "Callback",
     "CallbackClass",
     "CallbackTooLarge",
+    "CompletionTokens",
     "Deliverer",
     "Delivery",
     "Dispatch",
+    "HandedOff",
+    "InvalidToken",
     "RillFlowExecutor",
+    "TokenClaims",
     "callback_for",
     "classify",
     "parse_dispatch",

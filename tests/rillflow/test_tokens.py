@@ -1,0 +1,296 @@
+"""Completion tokens: a handler hands its work to an external worker, which completes it
+through ``POST /rill/complete`` (in-process servers, the engine simulator, a memory store).
+
+The test plays the external worker: the handler leaves its token where the test finds it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from rill_executor import AsyncLedger, ConfigError, HandedOff, JobState, JobStatus
+from rill_executor.rillflow import CompletionTokens, InvalidToken, RillFlowExecutor, status_router
+from rill_executor.testing.rillflow import (
+    EngineSimulator,
+    Pattern,
+    Retry,
+    Task,
+    TaskStatus,
+    serve_app,
+)
+
+SECRET = "render-farm-secret-0123456789abcdef"
+OPERATOR = "operator-token-0123456789"
+
+
+class Frame(BaseModel):
+    scene: str
+    frame: int
+    ttl: float = 3600.0  # the token's life
+    lease: float | None = None  # the lease hand_off asks for (default: the ttl)
+    then: str = "hand_off"  # what a run after the first does: "hand_off" or "render"
+
+
+class Rendered(BaseModel):
+    uri: str
+
+
+class Service:
+    def __init__(self) -> None:
+        self.runs: Counter[str] = Counter()
+        self.tokens: dict[str, str] = {}  # key -> the last token handed off
+        self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET)
+        self.app = FastAPI(lifespan=self.executor.lifespan)
+
+        def render(job: Frame) -> Rendered:
+            key = f"{job.scene}:{job.frame}"
+            self.runs[key] += 1
+            if self.runs[key] > 1 and job.then == "render":
+                return Rendered(uri=f"s3://frames/{key}/here")
+            lease = None if job.lease is None else timedelta(seconds=job.lease)
+            self.tokens[key] = self.executor.hand_off(timedelta(seconds=job.ttl), lease=lease)
+            raise HandedOff()
+
+        async def render_async(job: Frame) -> Rendered:
+            return render(job)
+
+        key = lambda job: f"{job.scene}:{job.frame}"  # noqa: E731
+        self.executor.task("/render", key=key, name="render")(render)
+        self.executor.task("/render-async", key=key, name="render_async")(render_async)
+        self.app.include_router(self.executor.router)
+        self.app.include_router(status_router([self.ledger], tokens={OPERATOR: ["render"]}))
+
+
+@pytest.fixture
+def service() -> Service:
+    return Service()
+
+
+@pytest.fixture
+def running(service: Service) -> Iterator[str]:
+    with serve_app(service.app, lifespan="on") as url:
+        yield url
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineSimulator]:
+    with EngineSimulator() as engine:
+        yield engine
+
+
+def _submit(
+    engine: EngineSimulator,
+    url: str,
+    *,
+    path: str = "/render",
+    retry: Retry | None = None,
+    timeout: float | None = None,
+    **job: Any,
+) -> str:
+    return engine.submit(
+        Task(
+            "render",
+            f"{url}{path}",
+            pattern=Pattern.TASK_ASYNC,
+            input={"scene": "S", "frame": 1, **job},
+            retry=retry or Retry(),
+            timeout_in_seconds=timeout,
+        )
+    )
+
+
+def _token(service: Service, engine: EngineSimulator, key: str = "S:1") -> str:
+    engine.wait_until(lambda: key in service.tokens)
+    return service.tokens[key]
+
+
+def _complete(url: str, token: str, body: dict[str, Any], path: str = "complete") -> httpx.Response:
+    return httpx.post(
+        f"{url}/rill/{path}", json=body, headers={"Authorization": f"Bearer {token}"}, timeout=5
+    )
+
+
+def _status(url: str, handler: str = "render") -> JobStatus:
+    answer = httpx.get(
+        f"{url}/rill/jobs/render/S:1?handler={handler}",
+        headers={"Authorization": f"Bearer {OPERATOR}"},
+        timeout=5,
+    )
+    assert answer.status_code == 200, answer.text
+    return JobStatus.model_validate(answer.json())
+
+
+@pytest.mark.parametrize("path", ["/render", "/render-async"])
+def test_an_external_worker_completes_with_its_token(
+    service: Service, running: str, engine: EngineSimulator, path: str
+) -> None:
+    execution = _submit(engine, running, path=path)
+    token = _token(service, engine)
+    engine.wait_until(lambda: _status(running, path.strip("/").replace("-", "_")).owner is not None)
+    assert engine.task(execution, "render").status is TaskStatus.RUNNING  # no callback yet
+    done = {"result": {"uri": "s3://frames/S:1/farm"}}
+    answer = _complete(running, token, done)
+    assert answer.status_code == 200 and answer.json()["state"] == "committed", answer.text
+    view = engine.wait_for(execution, "render")
+    assert view.status is TaskStatus.SUCCEED and view.output == done["result"]
+    assert _complete(running, token, done).status_code == 200  # the same completion again
+    status = _status(running, path.strip("/").replace("-", "_"))
+    assert status.state is JobState.SUCCEEDED and len(status.notices) == 1
+    (callback,) = engine.callbacks(execution, "render")
+    assert callback.status_code == 200
+    assert service.runs == Counter({"S:1": 1})
+
+
+def _forged(token: str) -> str:
+    """The token with one byte of its payload changed (the fence), signature kept."""
+    head, _, tail = token.partition(".")
+    payload = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
+    changed = payload.replace(b'"f":1', b'"f":2')
+    assert changed != payload and len(changed) == len(payload)
+    return base64.urlsafe_b64encode(changed).rstrip(b"=").decode() + "." + tail
+
+
+def _other_secret(token: str) -> str:
+    head, _, _ = token.partition(".")
+    payload = base64.urlsafe_b64decode(head + "=" * (-len(head) % 4))
+    signature = hmac.digest(b"another-secret-0123456789abcdefghij", payload, hashlib.sha256)
+    return head + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [(_forged, "forged"), (_other_secret, "forged"), (lambda t: t[:20], "malformed")],
+)
+def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
+    service: Service, running: str, engine: EngineSimulator, spoil: Any, reason: str
+) -> None:
+    execution = _submit(engine, running)
+    token = spoil(_token(service, engine))
+    answer = _complete(running, token, {"result": {"uri": "s3://frames/evil"}})
+    assert answer.status_code == 401 and answer.json()["reason"] == reason, answer.text
+    heartbeat = _complete(running, token, {"lease": 60}, path="heartbeat")
+    assert heartbeat.status_code == 401, heartbeat.text
+    assert _status(running).state is JobState.PROCESSING
+    assert engine.task(execution, "render").status is TaskStatus.RUNNING
+    assert engine.callbacks(execution, "render") == []
+
+
+def test_an_expired_token_is_refused_and_commits_nothing(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    _submit(engine, running, ttl=0.3)
+    token = _token(service, engine)
+    tokens = CompletionTokens(SECRET)
+    engine.wait_until(lambda: _expired(tokens, token))
+    answer = _complete(running, token, {"result": {"uri": "s3://frames/late"}})
+    assert answer.status_code == 401 and answer.json()["reason"] == "expired", answer.text
+    status = _status(running)
+    assert status.state is JobState.PROCESSING and status.result is None
+
+
+def _expired(tokens: CompletionTokens, token: str) -> bool:
+    try:
+        tokens.verify(token)
+    except InvalidToken as exc:
+        return exc.reason == "expired"
+    return False
+
+
+def test_a_superseded_token_is_refused_and_the_new_attempt_stands(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    # The first run hands off with a short lease and no heartbeat; the engine's timeout
+    # dispatches again, the new attempt takes over the expired lease and renders itself.
+    retry = Retry(max_retry_times=5, interval_in_seconds=0.2)
+    execution = _submit(engine, running, retry=retry, timeout=1, lease=0.5, then="render")
+    stale = _token(service, engine)
+    view = engine.wait_for(execution, "render", timeout=20)
+    assert view.status is TaskStatus.SUCCEED and view.output == {"uri": "s3://frames/S:1/here"}
+    answer = _complete(running, stale, {"result": {"uri": "s3://frames/S:1/farm"}})
+    assert answer.status_code == 409 and answer.json()["reason"] == "superseded", answer.text
+    assert _status(running).result == {"uri": "s3://frames/S:1/here"}
+    assert service.runs == Counter({"S:1": 2})
+
+
+def test_an_invalid_result_is_a_422_and_the_attempt_fails(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = _submit(engine, running)
+    token = _token(service, engine)
+    answer = _complete(running, token, {"result": {"url": "not the right field"}})
+    assert answer.status_code == 422 and "uri" in answer.json()["detail"], answer.text
+    assert _status(running).state is JobState.FAILED
+    assert engine.wait_for(execution, "render").status is TaskStatus.FAILED
+
+
+def test_a_worker_reports_a_failure(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = _submit(engine, running)
+    token = _token(service, engine)
+    answer = _complete(running, token, {"error": "the farm lost the frame", "retryable": False})
+    assert answer.status_code == 200 and answer.json()["state"] == "failed", answer.text
+    assert engine.wait_for(execution, "render").status is TaskStatus.FAILED
+    (callback,) = engine.callbacks(execution, "render")
+    assert "the farm lost the frame" in callback.body_text
+
+
+def test_heartbeat_extends_the_lease(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    _submit(engine, running, lease=30)
+    token = _token(service, engine)
+    engine.wait_until(lambda: _lease_left(running) > timedelta(seconds=20))
+    before = _owner_lease(running)
+    answer = _complete(running, token, {"lease": 600}, path="heartbeat")
+    assert answer.status_code == 200, answer.text
+    after = _owner_lease(running)
+    assert after > before + timedelta(seconds=500)
+    assert datetime.fromisoformat(answer.json()["lease_expires_at"]) == after
+
+
+def _owner_lease(url: str) -> datetime:
+    owner = _status(url).owner
+    assert owner is not None
+    return owner.lease_expires_at
+
+
+def _lease_left(url: str) -> timedelta:
+    owner = _status(url).owner
+    return owner.lease_left if owner is not None else timedelta(0)
+
+
+def test_a_sync_dispatch_cannot_hand_off(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    execution = engine.submit(
+        Task(
+            "render",
+            f"{running}/render",
+            pattern=Pattern.TASK_SYNC,
+            input={"scene": "S", "frame": 1},
+        )
+    )
+    view = engine.wait_for(execution, "render")
+    assert view.status is TaskStatus.FAILED
+    assert service.tokens == {}
+
+
+def test_tokens_need_a_long_secret_and_refuse_garbage() -> None:
+    with pytest.raises(ConfigError, match="32 bytes"):
+        CompletionTokens("short")
+    with pytest.raises(InvalidToken) as caught:
+        CompletionTokens(SECRET).verify("no-dot-here")
+    assert caught.value.reason == "malformed"
