@@ -19,7 +19,14 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from rill_executor import AsyncLedger, ConfigError, HandedOff, JobState, JobStatus
+from rill_executor import (
+    AsyncLedger,
+    ConfigError,
+    HandedOff,
+    JobState,
+    JobStatus,
+    current_async_claim,
+)
 from rill_executor.rillflow import CompletionTokens, InvalidToken, RillFlowExecutor, status_router
 from rill_executor.testing.rillflow import (
     EngineSimulator,
@@ -50,6 +57,7 @@ class Service:
     def __init__(self) -> None:
         self.runs: Counter[str] = Counter()
         self.tokens: dict[str, str] = {}  # key -> the last token handed off
+        self.leases: dict[str, datetime] = {}  # key -> the lease a def handler saw after it
         self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
         self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET)
         self.app = FastAPI(lifespan=self.executor.lifespan)
@@ -60,11 +68,16 @@ class Service:
             if self.runs[key] > 1 and job.then == "render":
                 return Rendered(uri=f"s3://frames/{key}/here")
             lease = None if job.lease is None else timedelta(seconds=job.lease)
-            self.tokens[key] = self.executor.hand_off(timedelta(seconds=job.ttl), lease=lease)
+            token = self.executor.hand_off(timedelta(seconds=job.ttl), lease=lease)
+            self.leases[key] = current_async_claim().lease_expires_at
+            self.tokens[key] = token
             raise HandedOff()
 
         async def render_async(job: Frame) -> Rendered:
-            return render(job)
+            key = f"{job.scene}:{job.frame}"
+            self.runs[key] += 1
+            self.tokens[key] = self.executor.hand_off(timedelta(seconds=job.ttl))
+            raise HandedOff()
 
         key = lambda job: f"{job.scene}:{job.frame}"  # noqa: E731
         self.executor.task("/render", key=key, name="render")(render)
@@ -151,6 +164,9 @@ def test_an_external_worker_completes_with_its_token(
     (callback,) = engine.callbacks(execution, "render")
     assert callback.status_code == 200
     assert service.runs == Counter({"S:1": 1})
+    if path == "/render":  # a def handler: the lease was extended before hand_off returned
+        expires = CompletionTokens(SECRET).verify(token).expires_at
+        assert service.leases["S:1"] > expires - timedelta(minutes=1)
 
 
 def _forged(token: str) -> str:
