@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 POSTGRES_URL = os.environ.get(
     "RILL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -25,6 +25,25 @@ _START = {
     "postgresql": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
     "mysql": "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
 }
+
+
+def ensure_database(url: str, name: str) -> str:
+    """The URL of database ``name`` on ``url``'s server, created if it is missing."""
+    base = make_url(url)
+    admin = create_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if base.get_backend_name() == "postgresql":
+                found = conn.execute(
+                    text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": name}
+                ).first()
+                if found is None:
+                    conn.execute(text(f'CREATE DATABASE "{name}"'))
+            else:
+                conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{name}`"))
+    finally:
+        admin.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
 
 
 def _fresh_database(url: str, family: str) -> str:

@@ -113,9 +113,9 @@ class CuttingProxy:
             except OSError:
                 chunk = b""
             if not chunk or link.doomed:
-                link.close()
                 if link.doomed:
-                    link.doomed.fired.set()
+                    link.doomed.fired.set()  # before the close the client will see
+                link.close()
                 return
             try:
                 link.client.sendall(chunk)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import make_url
 
 from rill_executor import Claim, Ledger, ObjectState, OutputRef
-from tests.conftest import _fresh_database
+from tests.conftest import _fresh_database, ensure_database
 
 from .conftest import PREFIX, REGION, MotoServer
 
@@ -27,20 +27,8 @@ if TYPE_CHECKING:
 
 def _peer_database(url: str, family: str) -> str:
     """A second database on the same server, next to the test database, with the schema."""
-    base = make_url(url)
-    peer = base.set(database=f"{base.database}_peer")
-    admin = create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        if family == "postgresql":
-            found = conn.execute(
-                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": peer.database}
-            ).first()
-            if found is None:
-                conn.execute(text(f'CREATE DATABASE "{peer.database}"'))
-        else:
-            conn.execute(text(f"CREATE DATABASE IF NOT EXISTS `{peer.database}`"))
-    admin.dispose()
-    return _fresh_database(peer.render_as_string(hide_password=False), family)
+    peer = ensure_database(url, f"{make_url(url).database}_peer")
+    return _fresh_database(peer, family)
 
 
 def _peer_redis(url: str) -> str:
