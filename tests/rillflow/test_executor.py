@@ -15,7 +15,16 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from rill_executor import AsyncLedger, AttemptOutcome, JobState, JobStatus, TerminalError
+from rill_executor import (
+    AsyncLedger,
+    AttemptOutcome,
+    JobState,
+    JobStatus,
+    MemoryOutputStore,
+    OutputRef,
+    TerminalError,
+    current_async_claim,
+)
 from rill_executor.rillflow import RillFlowExecutor, status_router
 from rill_executor.testing.rillflow import (
     EngineSimulator,
@@ -250,3 +259,38 @@ def test_the_status_endpoint_is_authenticated_and_scoped(
 ) -> None:
     answer = httpx.get(f"{running}/rill/jobs/{path}", headers=headers, timeout=5)
     assert answer.status_code == code, answer.text
+
+
+def test_a_large_result_goes_out_as_an_output_object_and_the_callback_carries_its_ref(
+    engine: EngineSimulator,
+) -> None:
+    """The data is written as an output object under the claim; the result (and so the
+    callback) carries only its ref, well under the engine's 6,144 characters."""
+    outputs = MemoryOutputStore()
+    ledger = AsyncLedger("memory://", namespace="render", lease=5, outputs=outputs)
+    executor = RillFlowExecutor(ledger)
+    app = FastAPI(lifespan=executor.lifespan)
+
+    @executor.task("/render", key=lambda job: f"{job.video}:{job.segment}", name="render")
+    async def render(job: Segment) -> OutputRef:
+        frames = b"frame" * 10_000  # 50 kB: far too large for a callback body
+        return await current_async_claim().outputs.put("frames.bin", frames)
+
+    app.include_router(executor.router)
+    with serve_app(app, lifespan="on") as url:
+        execution = engine.submit(
+            Task(
+                "render",
+                f"{url}/render",
+                pattern=Pattern.TASK_ASYNC,
+                input={"video": "A", "segment": 1},
+            )
+        )
+        view = engine.wait_for(execution, "render")
+    assert view.status is TaskStatus.SUCCEED, view
+    assert view.output is not None
+    ref = OutputRef.model_validate(view.output)
+    assert ref.size == 50_000 and ref.name == "frames.bin"
+    assert b"".join(outputs.read(ref.key)) == b"frame" * 10_000
+    (callback,) = engine.callbacks(execution, "render")
+    assert callback.status_code == 200 and len(callback.body_text) < 6144
