@@ -291,8 +291,8 @@ class LedgerCore:
         due = []
         for leased in batch.notices:
             (info,) = NoticeInfo.many(f"[{leased.notice}]")
-            success = info.state is JobState.SUCCEEDED and leased.result is not None
-            result = json.loads(leased.result) if success else None  # type: ignore[arg-type]
+            text = leased.result if info.state is JobState.SUCCEEDED else None
+            result = None if text is None else json.loads(text)
             due.append(DueNotice(leased.job_id, leased.namespace, leased.key, owner, info, result))
         return due
 
