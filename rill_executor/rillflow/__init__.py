@@ -22,8 +22,9 @@ from .._errors import HandedOff
 from ._callbacks import MAX_CALLBACK_CHARS, Callback, CallbackClass, callback_for, classify
 from ._deliverer import Deliverer, Delivery
 from ._dispatch import BadDispatch, Dispatch, parse_dispatch
-from ._executor import CallbackTooLarge, RillFlowExecutor
+from ._executor import RillFlowExecutor
 from ._status import status_router
+from ._task import CallbackTooLarge
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 
 __all__ = [

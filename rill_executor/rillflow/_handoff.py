@@ -1,0 +1,228 @@
+"""Handing work to external workers: completion tokens, and the endpoints that take them.
+
+An async handler calls ``hand_off`` for a token bound to its attempt and fence, gives it to
+an external worker and raises ``HandedOff``; the worker commits (or fails, or extends the
+lease) by presenting the token to ``POST {prefix}/complete`` / ``{prefix}/heartbeat``,
+fenced like any other write of the attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import typing
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .._claim import AsyncClaim
+from .._core import Seconds, to_us
+from .._errors import ConfigError, StaleAttempt, StoreError, TerminalError, UsageError
+from .._idempotent import _current
+from .._ledger import AsyncLedger
+from ._deliverer import Deliverer
+from ._task import CallbackTooLarge, Task, check_callback
+from ._task import running as running_now
+from ._tokens import CompletionTokens, InvalidToken, TokenClaims
+
+__all__ = ["HandOffs"]
+
+log = logging.getLogger("rill_executor.rillflow")
+
+
+def _token_error(status: int, reason: str, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"reason": reason, "detail": message}, status_code=status, headers=headers)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+_REPORT_SHAPE = '{"result": ...} or {"error": "...", "retryable": false}'
+
+
+class _Report(BaseModel):
+    """What an external worker reports with its completion token."""
+
+    model_config = ConfigDict(extra="forbid")
+    result: Any = None
+    error: str | None = None
+    retryable: bool = False
+
+    @model_validator(mode="after")
+    def _one_of(self) -> _Report:
+        if ("result" in self.model_fields_set) == (self.error is not None):
+            raise ValueError(f"send exactly one of {_REPORT_SHAPE}")
+        return self
+
+
+class _Beat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    lease: float | None = Field(default=None, gt=0)
+
+
+class HandOffs:
+    """The executor's hand-offs: tokens issued, leases asked for, and the completion routes."""
+
+    def __init__(
+        self,
+        ledger: AsyncLedger,
+        tasks: dict[str, Task],
+        deliverer: Deliverer,
+        token_secret: str | bytes | None,
+    ) -> None:
+        self.ledger = ledger
+        self._tasks = tasks
+        self.deliverer = deliverer
+        self.tokens = None if token_secret is None else CompletionTokens(token_secret)
+        self._asked: dict[str, float] = {}  # attempt id -> lease end (epoch s) it asked for
+        self._beats: set[asyncio.Task[Any]] = set()
+
+    def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
+        """See ``RillFlowExecutor.hand_off``."""
+        running = running_now.get(None)
+        claim = _current.get(None)
+        if running is None or not isinstance(claim, AsyncClaim):
+            raise UsageError("hand_off() is only available inside a handler mounted with task()")
+        if self.tokens is None:
+            raise ConfigError(
+                "hand_off() needs RillFlowExecutor(token_secret=...): the secret that signs"
+                " completion tokens, at least 32 bytes, e.g. secrets.token_urlsafe(32)"
+            )
+        if not running.dispatch.is_async:
+            raise TerminalError(
+                "handed off: use task_async; a task_sync dispatch must answer with the result"
+            )
+        token = self.tokens.issue(claim, handler=running.task.spec.name, ttl=ttl)
+        seconds = to_us(ttl if lease is None else lease, "lease") / 1e6
+        self._asked[claim.attempt_id] = time.time() + seconds
+        beat = claim.heartbeat(timedelta(seconds=seconds))
+        if _in_loop(running.loop):
+            pending = running.loop.create_task(beat)
+            self._beats.add(pending)
+            pending.add_done_callback(self._beats.discard)
+        else:  # a def handler's worker thread: extend before the worker can get the token
+            asyncio.run_coroutine_threadsafe(beat, running.loop).result()
+        return token
+
+    async def handed_off(self, claim: AsyncClaim) -> None:
+        """Extend the lease once more now that the handler's heartbeat has stopped (its
+        last beat may have shortened it to the default)."""
+        until = self._asked.pop(claim.attempt_id, None)
+        if until is None:
+            log.warning("%r raised HandedOff without hand_off(): no token was issued", claim)
+            return
+        left = until - time.time()
+        if left > 0:
+            with contextlib.suppress(StaleAttempt):  # completed already, or taken over
+                await claim.heartbeat(timedelta(seconds=left))
+
+    def mount(self, router: APIRouter, prefix: str) -> None:
+        async def complete(
+            request: Request, authorization: typing.Annotated[str | None, Header()] = None
+        ) -> JSONResponse:
+            return await self._complete(authorization, await request.body())
+
+        async def heartbeat(
+            request: Request, authorization: typing.Annotated[str | None, Header()] = None
+        ) -> JSONResponse:
+            return await self._heartbeat(authorization, await request.body())
+
+        router.add_api_route(f"{prefix}/complete", complete, methods=["POST"])
+        router.add_api_route(f"{prefix}/heartbeat", heartbeat, methods=["POST"])
+
+    def _verified(self, authorization: str | None) -> TokenClaims | JSONResponse:
+        assert self.tokens is not None  # the routes exist only with a secret
+        scheme, _, token = (authorization or "").partition(" ")
+        try:
+            if scheme.lower() != "bearer" or not token.strip():
+                raise InvalidToken(
+                    "send the token as 'Authorization: Bearer <token>'", reason="malformed"
+                )
+            claims = self.tokens.verify(token)
+        except InvalidToken as exc:
+            log.warning("completion token refused (%s): %s", exc.reason, exc)
+            return _token_error(401, exc.reason, str(exc))
+        if claims.namespace != self.ledger.namespace or claims.handler not in self._tasks:
+            return _token_error(
+                404,
+                "unknown",
+                f"no handler {claims.handler!r} in namespace {claims.namespace!r} here",
+            )
+        return claims
+
+    def _resumed(self, claims: TokenClaims) -> AsyncClaim:
+        return AsyncClaim.resume(
+            self.ledger._core,
+            self.ledger.store,
+            job_id=claims.job_id,
+            key=claims.key,
+            attempt_id=claims.attempt_id,
+            fence=claims.fence,
+            outputs=self.ledger.outputs,
+        )
+
+    async def _complete(self, authorization: str | None, body: bytes) -> JSONResponse:
+        """Commit (or fail) the attempt a token names, through its fence."""
+        claims = self._verified(authorization)
+        if isinstance(claims, JSONResponse):
+            return claims
+        try:
+            report = _Report.model_validate_json(body)
+        except ValidationError as exc:
+            return _token_error(400, "bad_body", f"the body must be {_REPORT_SHAPE}: {exc}")
+        task, claim = self._tasks[claims.handler], self._resumed(claims)
+        try:
+            if report.error is not None:
+                await claim.fail(report.error, retryable=report.retryable)
+            else:
+                await self._commit(task, claim, report.result)
+        except StaleAttempt as exc:
+            log.warning("completion refused (%s): %s", exc.reason, exc)
+            return _token_error(409, exc.reason, str(exc))
+        except StoreError as exc:
+            return _token_error(503, "store", str(exc))
+        except (UsageError, CallbackTooLarge) as exc:
+            return _token_error(422, "invalid_result", str(exc))
+        finally:
+            self.deliverer.wake()  # the commit wrote the notices of every waiting dispatch
+        state = "failed" if report.error is not None else "committed"
+        return JSONResponse({"state": state, "key": claims.key, "attempt_id": claims.attempt_id})
+
+    async def _commit(self, task: Task, claim: AsyncClaim, result: Any) -> None:
+        """As the decorator commits: a result that cannot be stored is the attempt's
+        terminal failure, and is raised."""
+        try:
+            check_callback(task.output, result)
+            completion = task.spec.completion_of(claim, result)
+        except (UsageError, CallbackTooLarge) as exc:
+            await claim.fail(exc, retryable=False)
+            raise
+        await claim._finish(completion, "commit")
+
+    async def _heartbeat(self, authorization: str | None, body: bytes) -> JSONResponse:
+        """Extend the lease by ``lease`` seconds, or by the token's remaining time."""
+        claims = self._verified(authorization)
+        if isinstance(claims, JSONResponse):
+            return claims
+        try:
+            asked = _Beat.model_validate_json(body or b"{}").lease
+        except ValidationError as exc:
+            return _token_error(400, "bad_body", f'the body must be {{"lease": seconds}}: {exc}')
+        lease = claims.remaining() if asked is None else timedelta(seconds=asked)
+        try:
+            until = await self._resumed(claims).heartbeat(lease)
+        except StaleAttempt as exc:
+            return _token_error(409, exc.reason, str(exc))
+        except StoreError as exc:
+            return _token_error(503, "store", str(exc))
+        return JSONResponse({"lease_expires_at": until.isoformat()})
