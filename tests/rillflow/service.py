@@ -3,28 +3,20 @@ worker processes in a process group of its own, started, killed and restarted by
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
 
+from ..adapters.s3.conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 STATUS_TOKEN = "status-token-for-the-tests"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class ExecutorService:
@@ -112,54 +104,3 @@ class ExecutorService:
             headers={"Authorization": f"Bearer {STATUS_TOKEN}"},
             timeout=5,
         )
-
-
-class Forwarder:
-    """A TCP forwarder the test steers: to one upstream port, then another, or refusing
-    every connection (``refuse()``): an engine or executor that cannot be reached."""
-
-    def __init__(self, upstream: int | None) -> None:
-        self.upstream = upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def retarget(self, upstream: int | None) -> None:
-        self.upstream = upstream
-
-    def refuse(self) -> None:
-        self.upstream = None
-
-    def close(self) -> None:
-        self._closed = True
-        self._listener.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            upstream = self.upstream
-            if upstream is None:
-                client.close()
-                continue
-            try:
-                server = socket.create_connection(("127.0.0.1", upstream))
-            except OSError:
-                client.close()
-                continue
-            for a, b in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while chunk := source.recv(65536):
-            sink.sendall(chunk)
-    for sock in (source, sink):
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-        sock.close()

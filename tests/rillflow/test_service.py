@@ -20,7 +20,7 @@ import pytest
 from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
 
 from ..adapters.faults.proxy import CuttingProxy
-from .service import ExecutorService, Forwarder
+from .service import ExecutorService
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,7 @@ def _engine_port(engine: EngineSimulator) -> int:
 
 
 def test_a_crash_between_commit_and_callback_loses_nothing(store_url: str, tmp_path: Path) -> None:
-    gate = Forwarder(None)  # the engine is unreachable at first
+    gate = CuttingProxy("127.0.0.1", None)  # the engine is unreachable at first
     engine = _Behind()
     engine.via = gate.port
     service = ExecutorService(store_url, tmp_path).start()
@@ -236,10 +236,10 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
     (tmp_path / "y").mkdir()
     zombie = ExecutorService(store_url, tmp_path / "z", lease=1.5, workers=1).start()
     heir = ExecutorService(store_url, tmp_path / "y", lease=1.5).start()
-    front = Forwarder(zombie.port)
+    front = CuttingProxy("127.0.0.1", zombie.port)
     try:
         with EngineSimulator() as engine:
-            task, key = segment(front.url, Pattern.TASK_ASYNC, seconds=3.0)
+            task, key = segment(f"http://127.0.0.1:{front.port}", Pattern.TASK_ASYNC, seconds=3.0)
             execution = engine.submit(task)
             deadline = time.monotonic() + 20
             while not zombie.runs():

@@ -1,5 +1,8 @@
 """A TCP proxy that loses one reply: the request reaches the server, the reply never the client.
 
+It can also be pointed at another upstream (``retarget``), or at none: then it refuses every
+connection, like a peer that cannot be reached.
+
 Armed with a marker (bytes the request carries, e.g. the job id), it forwards the first
 request on any connection that carries the marker, then closes that connection when the
 server starts to answer it. With ``then`` (e.g. ``b"COMMIT"``), the cut waits for a later
@@ -37,7 +40,7 @@ class _Link:
 
 
 class CuttingProxy:
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int | None) -> None:
         self._upstream = (upstream_host, upstream_port)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
@@ -56,6 +59,11 @@ class CuttingProxy:
             self._rule = rule
         return rule.fired
 
+    def retarget(self, upstream_port: int | None) -> None:
+        """Forward new connections to ``upstream_port`` from now on; None refuses them (a
+        peer that cannot be reached)."""
+        self._upstream = (self._upstream[0], upstream_port)
+
     def close(self) -> None:
         self._closed = True
         self._listener.close()
@@ -70,7 +78,14 @@ class CuttingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            server = socket.create_connection(self._upstream)
+            host, port = self._upstream
+            try:
+                if port is None:
+                    raise ConnectionRefusedError
+                server = socket.create_connection((host, port))
+            except OSError:
+                client.close()
+                continue
             for sock in (client, server):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             link = _Link(client, server)
