@@ -313,4 +313,6 @@ class LedgerCore:
 
     @staticmethod
     def status(answer: StoreStatus | None) -> JobStatus | None:
-        return None if answer is None else JobStatus.build(answer.job, answer.attempts, answer.now)
+        if answer is None:
+            return None
+        return JobStatus.build(answer.job, answer.attempts, answer.now, answer.events)

@@ -18,6 +18,7 @@ from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
 from ._errors import ConfigError, UsageError
+from ._events import encode_event
 from ._heartbeat import Heartbeats
 from ._housekeeping import (
     AuditEntry,
@@ -235,6 +236,23 @@ class Ledger(_LedgerBase):
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(self.store.status(job_id))
 
+    def record_event(
+        self,
+        key: str,
+        kind: str,
+        *,
+        attempt_id: str | None = None,
+        fence: int | None = None,
+        reason: str | None = None,
+        detail: str | None = None,
+        handler: Handler | None = None,
+    ) -> bool:
+        """Append an entry to the job's event log (``JobStatus.events``; those naming an
+        attempt show in its ``AttemptInfo.events`` too): e.g. a late report from a
+        superseded attempt that was refused. False, writing nothing, if there is no job."""
+        event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
+        return self.store.record_event(self._core.job_id(stored_key(key, handler)), event)
+
     def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
     ) -> list[DueNotice]:
@@ -413,6 +431,21 @@ class AsyncLedger(_LedgerBase):
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(await self.store.status(job_id))
+
+    async def record_event(
+        self,
+        key: str,
+        kind: str,
+        *,
+        attempt_id: str | None = None,
+        fence: int | None = None,
+        reason: str | None = None,
+        detail: str | None = None,
+        handler: Handler | None = None,
+    ) -> bool:
+        event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
+        job_id = self._core.job_id(stored_key(key, handler))
+        return await self.store.record_event(job_id, event)
 
     async def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16

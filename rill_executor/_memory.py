@@ -25,6 +25,7 @@ from ._decisions import (
     registered_row,
     watched_row,
 )
+from ._events import appended_event
 from ._notices import leasable, lease_notice, settle_notice
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._store import (
@@ -46,6 +47,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._jobs: dict[str, JobRow] = {}
         self._attempts: dict[str, list[AttemptRow]] = {}
+        self._events: dict[str, str] = {}
         self._anchor_wall = time.time_ns() // 1000
         self._anchor_mono = time.monotonic_ns() // 1000
         self._id = uuid.uuid4().hex  # its data lives and dies with this instance
@@ -123,7 +125,15 @@ class MemoryStore:
             job = self._jobs.get(job_id)
             if job is None:
                 return None
-            return StoreStatus(job, list(self._attempts.get(job_id, ())), self._now())
+            attempts = list(self._attempts.get(job_id, ()))
+            return StoreStatus(job, attempts, self._now(), self._events.get(job_id, "[]"))
+
+    def record_event(self, job_id: str, event: str) -> bool:
+        with self._lock:
+            if job_id not in self._jobs:
+                return False
+            self._events[job_id] = appended_event(self._events.get(job_id), event, self._now())
+            return True
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         with self._lock:
@@ -198,6 +208,9 @@ class AsyncMemoryStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return self.sync.status(job_id)
+
+    async def record_event(self, job_id: str, event: str) -> bool:
+        return self.sync.record_event(job_id, event)
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

@@ -20,6 +20,7 @@ __all__ = [
     "AttemptOutcome",
     "AttemptRow",
     "ErrorInfo",
+    "EventInfo",
     "JobRow",
     "JobState",
     "JobStatus",
@@ -165,6 +166,24 @@ class OutputInfo(_View):
         return tuple(info.model_copy(update={"committed": committed}) for info in infos)
 
 
+class EventInfo(_View):
+    """An entry of the job's event log: something that happened outside the attempts' own
+    writes, e.g. a completion token refused (``kind`` ``token_refused``) with its ``reason``."""
+
+    at: datetime  # on the store's clock
+    kind: str
+    attempt_id: str | None = None  # the attempt it concerns, if any
+    fence: int | None = None
+    reason: str | None = None
+    detail: str | None = None
+
+    @classmethod
+    def many(cls, text: str | None) -> tuple[EventInfo, ...]:
+        return tuple(
+            cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in json.loads(text or "[]")
+        )
+
+
 class AttemptInfo(_View):
     attempt_id: str
     fence: int
@@ -174,6 +193,7 @@ class AttemptInfo(_View):
     error: ErrorInfo | None
     outputs: tuple[OutputInfo, ...] = ()
     origin: dict[str, Any] | None = None  # what it answered, e.g. a Rill Flow dispatch
+    events: tuple[EventInfo, ...] = ()  # the job's events that concern this attempt
 
 
 class NoticeInfo(_View):
@@ -235,6 +255,7 @@ class JobStatus(_View):
     attempts: tuple[AttemptInfo, ...]
     watchers: dict[str, Any] = {}  # dispatches waiting for the end (watch id -> target)
     notices: tuple[NoticeInfo, ...] = ()  # the outbox
+    events: tuple[EventInfo, ...] = ()  # the event log, oldest first (the newest are kept)
 
     @property
     def outputs(self) -> tuple[OutputRef, ...]:
@@ -249,7 +270,9 @@ class JobStatus(_View):
         )
 
     @classmethod
-    def build(cls, job: JobRow, attempts: list[AttemptRow], now: int) -> JobStatus:
+    def build(
+        cls, job: JobRow, attempts: list[AttemptRow], now: int, events: str = "[]"
+    ) -> JobStatus:
         owner = None
         if job.state is JobState.PROCESSING and job.owner_attempt and job.lease_until:
             owner = OwnerInfo(
@@ -259,6 +282,7 @@ class JobStatus(_View):
                 lease_expires_at=at_us(job.lease_until),
                 lease_left=timedelta(microseconds=job.lease_until - now),
             )
+        logged = EventInfo.many(events)
         return cls(
             namespace=job.namespace,
             key=job.key,
@@ -284,11 +308,15 @@ class JobStatus(_View):
                     error=ErrorInfo.from_json(a.error),
                     outputs=_outputs_of(a, job),
                     origin=None if a.origin is None else json.loads(a.origin),
+                    events=tuple(
+                        e for e in logged if e.attempt_id == a.attempt_id and e.fence == a.fence
+                    ),
                 )
                 for a in sorted(attempts, key=lambda a: a.fence)
             ),
             watchers=json.loads(job.watchers or "{}"),
             notices=NoticeInfo.many(job.notices),
+            events=logged,
         )
 
 

@@ -116,6 +116,7 @@ class StoreStatus:
     job: JobRow
     attempts: list[AttemptRow]
     now: int
+    events: str = "[]"  # JSON: the job's event log (see ``rill_executor._events``)
 
 
 @runtime_checkable
@@ -142,7 +143,12 @@ class Store(Protocol):
         ``origin``. The job's watches become notices in the same write (``finished_row``)."""
 
     def status(self, job_id: str) -> StoreStatus | None:
-        """The job and all its attempts, read together."""
+        """The job, all its attempts and its event log, read together."""
+
+    def record_event(self, job_id: str, event: str) -> bool:
+        """Append ``event`` (a JSON object) to the job's event log stamped with the store's
+        time (``appended_event``), in one atomic write that changes nothing else; False,
+        writing nothing, when there is no such job."""
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         """Lease up to ``limit`` of the namespace's due notices (``leasable``) to ``owner``
@@ -170,6 +176,8 @@ class AsyncStore(Protocol):
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer: ...
 
     async def status(self, job_id: str) -> StoreStatus | None: ...
+
+    async def record_event(self, job_id: str, event: str) -> bool: ...
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

@@ -42,6 +42,9 @@ class ThreadedAsyncStore:
     async def status(self, job_id: str) -> StoreStatus | None:
         return await asyncio.to_thread(self.sync.status, job_id)
 
+    async def record_event(self, job_id: str, event: str) -> bool:
+        return await asyncio.to_thread(self.sync.record_event, job_id, event)
+
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int
     ) -> NoticeBatch:

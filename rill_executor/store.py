@@ -1,7 +1,8 @@
 """The public port for store adapters: request/answer types and the shared lifecycle rules.
 
 An adapter imports only this module (and its own driver). The outbox rules (watches,
-notices, their leases) are here too; see ``rill_executor._notices`` for what they mean.
+notices, their leases) are here too, see ``rill_executor._notices`` for what they mean; and
+the event log's (``appended_event``, see ``rill_executor._events``).
 """
 
 from ._decisions import (
@@ -17,6 +18,7 @@ from ._decisions import (
     watched_row,
 )
 from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
+from ._events import MAX_EVENTS, appended_event
 from ._notices import (
     NoticeStatus,
     add_watch,
@@ -42,6 +44,7 @@ from ._store import (
 )
 
 __all__ = [
+    "MAX_EVENTS",
     "AsyncStore",
     "AttemptOutcome",
     "AttemptRef",
@@ -64,6 +67,7 @@ __all__ = [
     "StoreUnavailable",
     "WriteRejection",
     "add_watch",
+    "appended_event",
     "check_write",
     "claimed_row",
     "decide_claim",

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .._claim import AsyncClaim
 from .._core import Seconds, to_us
 from .._errors import ConfigError, StaleAttempt, StoreError, TerminalError, UsageError
+from .._events import TOKEN_REFUSED
 from .._idempotent import _current
 from .._ledger import AsyncLedger
 from ._deliverer import Deliverer
@@ -140,7 +141,7 @@ class HandOffs:
         router.add_api_route(f"{prefix}/complete", complete, methods=["POST"])
         router.add_api_route(f"{prefix}/heartbeat", heartbeat, methods=["POST"])
 
-    def _verified(self, authorization: str | None) -> TokenClaims | JSONResponse:
+    async def _verified(self, authorization: str | None, use: str) -> TokenClaims | JSONResponse:
         assert self.tokens is not None  # the routes exist only with a secret
         scheme, _, token = (authorization or "").partition(" ")
         try:
@@ -151,14 +152,36 @@ class HandOffs:
             claims = self.tokens.verify(token)
         except InvalidToken as exc:
             log.warning("completion token refused (%s): %s", exc.reason, exc)
+            if exc.claims is not None and self._ours(exc.claims):
+                unverified = " (what an unverified token claims)" if exc.reason == "forged" else ""
+                await self._refused(exc.claims, exc.reason, f"{use}{unverified}: {exc}")
             return _token_error(401, exc.reason, str(exc))
-        if claims.namespace != self.ledger.namespace or claims.handler not in self._tasks:
+        if not self._ours(claims):
             return _token_error(
                 404,
                 "unknown",
                 f"no handler {claims.handler!r} in namespace {claims.namespace!r} here",
             )
         return claims
+
+    def _ours(self, claims: TokenClaims) -> bool:
+        return claims.namespace == self.ledger.namespace and claims.handler in self._tasks
+
+    async def _refused(self, claims: TokenClaims, reason: str, detail: str) -> None:
+        """Put a refused token on the job's record (its event log): the trace of a worker
+        that reported late or with a token that was not ours. A job that does not exist gets
+        nothing; a record that cannot be written is logged, and the answer stays the same."""
+        try:
+            await self.ledger.record_event(
+                claims.key,
+                TOKEN_REFUSED,
+                attempt_id=claims.attempt_id,
+                fence=claims.fence,
+                reason=reason,
+                detail=detail,
+            )
+        except (StoreError, UsageError) as exc:
+            log.warning("refused token not recorded for %r: %s", claims.key, exc)
 
     def _resumed(self, claims: TokenClaims) -> AsyncClaim:
         return AsyncClaim.resume(
@@ -173,7 +196,7 @@ class HandOffs:
 
     async def _complete(self, authorization: str | None, body: bytes) -> JSONResponse:
         """Commit (or fail) the attempt a token names, through its fence."""
-        claims = self._verified(authorization)
+        claims = await self._verified(authorization, "complete")
         if isinstance(claims, JSONResponse):
             return claims
         try:
@@ -188,6 +211,7 @@ class HandOffs:
                 await self._commit(task, claim, report.result)
         except StaleAttempt as exc:
             log.warning("completion refused (%s): %s", exc.reason, exc)
+            await self._refused(claims, exc.reason, f"complete: {exc}")
             return _token_error(409, exc.reason, str(exc))
         except StoreError as exc:
             return _token_error(503, "store", str(exc))
@@ -211,7 +235,7 @@ class HandOffs:
 
     async def _heartbeat(self, authorization: str | None, body: bytes) -> JSONResponse:
         """Extend the lease by ``lease`` seconds, or by the token's remaining time."""
-        claims = self._verified(authorization)
+        claims = await self._verified(authorization, "heartbeat")
         if isinstance(claims, JSONResponse):
             return claims
         try:
@@ -222,6 +246,7 @@ class HandOffs:
         try:
             until = await self._resumed(claims).heartbeat(lease)
         except StaleAttempt as exc:
+            await self._refused(claims, exc.reason, f"heartbeat: {exc}")
             return _token_error(409, exc.reason, str(exc))
         except StoreError as exc:
             return _token_error(503, "store", str(exc))

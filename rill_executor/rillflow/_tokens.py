@@ -33,11 +33,13 @@ MIN_SECRET_BYTES = 32
 class InvalidToken(UsageError):
     """A completion token that cannot be used: ``reason`` is ``malformed``, ``forged`` (the
     signature does not match: a token made with another secret, or changed after signing) or
-    ``expired``."""
+    ``expired``. ``claims``: what the token says it refers to, when that can be read (genuine
+    for an expired token; unverified for a forged one)."""
 
-    def __init__(self, message: str, *, reason: str) -> None:
+    def __init__(self, message: str, *, reason: str, claims: TokenClaims | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.claims = claims
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class CompletionTokens:
                 "the token's signature does not match: it was changed, or signed with another"
                 " secret",
                 reason="forged",
+                claims=_unverified(payload),
             )
         claims = _claims(payload)
         if claims.remaining() <= timedelta(0):
@@ -116,8 +119,16 @@ class CompletionTokens:
                 f"the token expired at {claims.expires_at.isoformat()}; the handler can issue a"
                 " longer one (hand_off(ttl=...)), or the worker can heartbeat before it expires",
                 reason="expired",
+                claims=claims,
             )
         return claims
+
+
+def _unverified(payload: bytes) -> TokenClaims | None:
+    try:
+        return _claims(payload)
+    except InvalidToken:
+        return None
 
 
 def _claims(payload: bytes) -> TokenClaims:

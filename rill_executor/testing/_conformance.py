@@ -45,6 +45,7 @@ from .._errors import (
     TerminalError,
     UndecodableResult,
 )
+from .._events import MAX_EVENTS
 from .._housekeeping import ObjectState
 from .._keys import MAX_KEY_BYTES, fingerprint_of
 from .._memory_outputs import MemoryOutputStore
@@ -770,6 +771,67 @@ class StoreConformance:
         assert "lease runs out" in str(err.value)
         status = ledger.status("k")
         assert status is not None and status.state is JobState.PROCESSING
+
+    # -- the event log: refusals kept on the record, nothing else changed -----------------
+
+    def test_an_event_is_logged_on_the_stores_clock_and_changes_nothing_else(
+        self, ledger: DrivenLedger
+    ) -> None:
+        zombie = ledger.claim("k", lease=0.2)
+        time.sleep(0.3)
+        heir = ledger.claim("k")
+        assert is_claim(heir)
+        before = ledger.status("k")
+        assert before is not None and before.events == ()
+        assert ledger.record_event(
+            "k",
+            "token_refused",
+            attempt_id=zombie.attempt_id,
+            fence=zombie.fence,
+            reason="superseded",
+            detail="complete",
+        )
+        assert ledger.record_event("k", "note.operator", detail="looked at it")
+        after = ledger.status("k")
+        assert after is not None
+        unlogged: dict[str, Any] = {
+            "events": True,
+            "attempts": {"__all__": {"events"}},
+            "store_time": True,
+            "owner": {"lease_left"},
+        }
+        assert after.model_dump(exclude=unlogged) == before.model_dump(exclude=unlogged)
+        assert [(e.kind, e.attempt_id, e.fence, e.reason, e.detail) for e in after.events] == [
+            ("token_refused", zombie.attempt_id, zombie.fence, "superseded", "complete"),
+            ("note.operator", None, None, None, "looked at it"),
+        ]
+        first, second = after.events
+        assert before.store_time <= first.at <= second.at <= after.store_time
+        by_attempt = {a.attempt_id: a.events for a in after.attempts}
+        assert by_attempt == {zombie.attempt_id: (first,), heir.attempt_id: ()}
+        heir.commit("done")  # a later write keeps the log
+        done = ledger.status("k")
+        assert done is not None and done.events == after.events
+
+    def test_an_event_for_no_job_writes_nothing(self, ledger: DrivenLedger) -> None:
+        assert ledger.record_event("absent", "token_refused", reason="expired") is False
+        assert ledger.status("absent") is None
+        ledger.claim("k")
+        before = _stable(ledger.status("k"))
+        for bad in ("", "Token Refused", "x" * 65, 7):
+            with pytest.raises(InvalidPayload, match="event kind"):
+                ledger.record_event("k", bad)
+        with pytest.raises(InvalidPayload, match="fence"):
+            ledger.record_event("k", "token_refused", fence="1")
+        assert _stable(ledger.status("k")) == before
+
+    def test_the_event_log_keeps_the_newest_entries(self, ledger: DrivenLedger) -> None:
+        ledger.claim("k")
+        for n in range(MAX_EVENTS + 3):
+            ledger.record_event("k", "token_refused", reason=f"r{n}")
+        status = ledger.status("k")
+        assert status is not None
+        assert [e.reason for e in status.events] == [f"r{n}" for n in range(3, MAX_EVENTS + 3)]
 
     # -- the outbox: completion notices written by the fenced finish (invariant 8) ----------
 

@@ -185,12 +185,30 @@ def _other_secret(token: str) -> str:
     return head + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
 
 
+def _refusals(status: JobStatus) -> list[tuple[str | None, int | None, str | None, str]]:
+    """The refused tokens on the job's record: (attempt, fence, reason, what was tried)."""
+    return [
+        (e.attempt_id, e.fence, e.reason, (e.detail or "").split(":")[0])
+        for e in status.events
+        if e.kind == "token_refused"
+    ]
+
+
 @pytest.mark.parametrize(
-    ("spoil", "reason"),
-    [(_forged, "forged"), (_other_secret, "forged"), (lambda t: t[:20], "malformed")],
+    ("spoil", "reason", "claimed_fence"),
+    [
+        (_forged, "forged", 2),  # recorded with what the changed token claims
+        (_other_secret, "forged", 1),
+        (lambda t: t[:20], "malformed", None),  # unreadable: only logged
+    ],
 )
 def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
-    service: Service, running: str, engine: EngineSimulator, spoil: Any, reason: str
+    service: Service,
+    running: str,
+    engine: EngineSimulator,
+    spoil: Any,
+    reason: str,
+    claimed_fence: int | None,
 ) -> None:
     execution = _submit(engine, running)
     token = spoil(_token(service, engine))
@@ -198,9 +216,18 @@ def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
     assert answer.status_code == 401 and answer.json()["reason"] == reason, answer.text
     heartbeat = _complete(running, token, {"lease": 60}, path="heartbeat")
     assert heartbeat.status_code == 401, heartbeat.text
-    assert _status(running).state is JobState.PROCESSING
+    status = _status(running)
+    assert status.state is JobState.PROCESSING
     assert engine.task(execution, "render").status is TaskStatus.RUNNING
     assert engine.callbacks(execution, "render") == []
+    (attempt,) = status.attempts
+    expected = [] if claimed_fence is None else [(attempt.attempt_id, claimed_fence, reason)] * 2
+    assert [r[:3] for r in _refusals(status)] == expected
+    if claimed_fence is not None:
+        assert [r[3] for r in _refusals(status)] == [
+            "complete (what an unverified token claims)",
+            "heartbeat (what an unverified token claims)",
+        ]
 
 
 def test_an_expired_token_is_refused_and_commits_nothing(
@@ -214,6 +241,9 @@ def test_an_expired_token_is_refused_and_commits_nothing(
     assert answer.status_code == 401 and answer.json()["reason"] == "expired", answer.text
     status = _status(running)
     assert status.state is JobState.PROCESSING and status.result is None
+    (attempt,) = status.attempts
+    assert _refusals(status) == [(attempt.attempt_id, attempt.fence, "expired", "complete")]
+    assert attempt.events == status.events
 
 
 def _expired(tokens: CompletionTokens, token: str) -> bool:
@@ -236,8 +266,17 @@ def test_a_superseded_token_is_refused_and_the_new_attempt_stands(
     assert view.status is TaskStatus.SUCCEED and view.output == {"uri": "s3://frames/S:1/here"}
     answer = _complete(running, stale, {"result": {"uri": "s3://frames/S:1/farm"}})
     assert answer.status_code == 409 and answer.json()["reason"] == "superseded", answer.text
-    assert _status(running).result == {"uri": "s3://frames/S:1/here"}
+    beat = _complete(running, stale, {"lease": 60}, path="heartbeat")
+    assert beat.status_code == 409 and beat.json()["reason"] == "superseded", beat.text
+    status = _status(running)
+    assert status.result == {"uri": "s3://frames/S:1/here"}
     assert service.runs == Counter({"S:1": 2})
+    first, second = status.attempts
+    refused = [
+        (first.attempt_id, first.fence, "superseded", use) for use in ("complete", "heartbeat")
+    ]
+    assert _refusals(status) == refused
+    assert len(first.events) == 2 and second.events == ()
 
 
 def test_an_invalid_result_is_a_422_and_the_attempt_fails(

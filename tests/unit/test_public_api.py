@@ -25,6 +25,7 @@ def test_public_names_are_pinned() -> None:
         "Conflict",
         "DueNotice",
         "ErrorInfo",
+        "EventInfo",
         "HandedOff",
         "InProgress",
         "InvalidKey",

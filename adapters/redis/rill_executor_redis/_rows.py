@@ -48,7 +48,8 @@ def answer_from(job_id: str, reply: object) -> StoreAnswer:
 
 
 def status_from(job_id: str, reply: object) -> StoreStatus | None:
-    """``[now]`` or ``[now, [field...], [attempt field, value, ...]]`` from status."""
+    """``[now]`` or ``[now, [field...], [attempt field, value, ...], events]`` from
+    status."""
     try:
         items = _array(_json(reply))
         if len(items) == 1:
@@ -57,6 +58,7 @@ def status_from(job_id: str, reply: object) -> StoreStatus | None:
             job=_job(job_id, _array(items[1])),
             attempts=_attempts(_array(items[2])),
             now=_int(items[0]),
+            events=_text(items[3]) or "[]",
         )
     except (ValueError, IndexError, TypeError) as exc:
         raise _malformed(job_id, reply, exc) from exc

@@ -15,6 +15,7 @@ from functools import cache
 from importlib.resources import files
 
 from rill_executor.store import (
+    MAX_EVENTS,
     AttemptOutcome,
     AttemptRef,
     ClaimRequest,
@@ -28,6 +29,7 @@ __all__ = [
     "Op",
     "Script",
     "claim_args",
+    "event_args",
     "finish_args",
     "heartbeat_args",
     "lease_args",
@@ -47,6 +49,7 @@ class Op(enum.StrEnum):
     REGISTER_OUTPUT = "register_output"
     FINISH = "finish"
     STATUS = "status"
+    EVENT = "event"
     LEASE = "lease"  # standalone: every due job of a namespace in one script
     LEASE_JOB = "lease_job"  # Cluster: one job
     SETTLE = "settle"
@@ -118,6 +121,10 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
         _flag(indexed),
     )
     return claim, outbox
+
+
+def event_args(event: str) -> bytes:
+    return pack(event, str(MAX_EVENTS))
 
 
 def lease_args(owner: str, lease_us: int, limit: int) -> bytes:

@@ -45,6 +45,7 @@ from ._rows import answer_from, job_notices_from, leased_from, settled_from, sta
 from ._scripts import (
     Op,
     claim_args,
+    event_args,
     finish_args,
     heartbeat_args,
     lease_args,
@@ -133,6 +134,9 @@ class RedisStore:
 
     def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, self._run(Op.STATUS, job_id))
+
+    def record_event(self, job_id: str, event: str) -> bool:
+        return bool(self._run(Op.EVENT, job_id, event_args(event)) == 1)
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         keys = outbox_keys(namespace)
@@ -255,6 +259,9 @@ class AsyncRedisStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, await self._run(Op.STATUS, job_id))
+
+    async def record_event(self, job_id: str, event: str) -> bool:
+        return bool(await self._run(Op.EVENT, job_id, event_args(event)) == 1)
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

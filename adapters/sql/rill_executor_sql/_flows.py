@@ -35,6 +35,7 @@ from rill_executor.store import (
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
+    appended_event,
     check_write,
     claimed_row,
     decide_claim,
@@ -60,6 +61,7 @@ __all__ = [
     "finish",
     "heartbeat",
     "lease_notices",
+    "record_event",
     "register_output",
     "settle",
     "status",
@@ -258,10 +260,11 @@ def _clock_query(dialect: SqlDialect) -> Executable:
 
 
 _insert_job = jobs.insert()
+_NOT_REWRITTEN = ("job_id", "events")  # a claim or finish leaves the event log alone
 _update_job = (
     update(jobs)
     .where(jobs.c.job_id == bindparam("b_job_id"))
-    .values({c.name: bindparam(c.name) for c in jobs.columns if c.name != "job_id"})
+    .values({c.name: bindparam(c.name) for c in jobs.columns if c.name not in _NOT_REWRITTEN})
 )
 _extend_lease = (
     update(jobs)
@@ -454,8 +457,26 @@ def status(dialect: SqlDialect, job_id: str) -> Flow:
         return None
     job = job_row(rows[0])
     return StoreStatus(
-        job=job, attempts=_history(job, rows[0]["attempts"]), now=int(rows[0]["now"])
+        job=job,
+        attempts=_history(job, rows[0]["attempts"]),
+        now=int(rows[0]["now"]),
+        events=_json_text(rows[0]["events"]),
     )
+
+
+_write_events = (
+    update(jobs).where(jobs.c.job_id == bindparam("b_job_id")).values(events=bindparam("events"))
+)
+
+
+def record_event(dialect: SqlDialect, job_id: str, event: str) -> Flow:
+    """Append to the job's event log in a short transaction; False when there is no job."""
+    rows = yield _locked_query(dialect), {"job_id": job_id}
+    if not rows or rows[0]["job_id"] is None:
+        return False
+    events = appended_event(_json_text(rows[0]["events"]), event, int(rows[0]["now"]))
+    yield _write_events, _bound(dialect, {"b_job_id": job_id, "events": events})
+    return True
 
 
 # -- the outbox: short transactions on every dialect --------------------------------------------

@@ -1,7 +1,8 @@
 """Named SQL statements, kept in ``queries/*.sql`` as ``-- name: X`` blocks.
 
 They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
-pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history.
+pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history and
+event log.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from ._schema import JSON_COLUMNS, jobs
 __all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "STATUS_COLUMNS", "named"]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
-JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name != "attempts")
+# The history and the event log are read by status alone.
+JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name not in ("attempts", "events"))
 # JSON columns come back as text: the ledger passes them on as JSON text anyway.
 _COLUMNS = ", ".join(
     f"j.{name}::text AS {name}" if name in JSON_COLUMNS else f"j.{name}" for name in JOB_COLUMNS
@@ -23,7 +25,7 @@ _COLUMNS = ", ".join(
 # What each statement answers, in order: rows arrive as tuples, named without a round of
 # per-row column metadata.
 ANSWER_COLUMNS = ("ok", "now", *JOB_COLUMNS)
-STATUS_COLUMNS = ("now", *JOB_COLUMNS, "attempts")
+STATUS_COLUMNS = ("now", *JOB_COLUMNS, "attempts", "events")
 
 
 @cache

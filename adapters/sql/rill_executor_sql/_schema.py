@@ -3,7 +3,8 @@
 Times are BIGINT microseconds since the epoch on the database's clock; the job table is keyed
 by ``job_id`` (SHA-256 of namespace and key), so no collation can merge two business keys.
 A job's attempt history is a JSON array in its row, one entry appended when an attempt ends
-(the running attempt is the row's owner): a fresh call writes one row, twice.
+(the running attempt is the row's owner): a fresh call writes one row, twice. Its event log
+(``events``, e.g. refused completion tokens) is another JSON array, read only by status.
 The outbox lives in the job row too: ``watchers`` (JSON object) and ``notices`` (JSON array),
 with ``notice_due`` (when its earliest pending notice may be leased) indexed per namespace so
 that deliverers find due notices without a scan.
@@ -50,9 +51,10 @@ __all__ = [
 metadata = MetaData()
 _big_text = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 _json_array = _big_text.with_variant(postgresql.JSONB(), "postgresql")
-JSON_COLUMNS = frozenset({"attempts", "outputs", "watchers", "notices"})  # jsonb on Postgres
+JSON_COLUMNS = frozenset({"attempts", "outputs", "watchers", "notices", "events"})  # jsonb on PG
 _V2: dict[str, Any] = {"info": {"since": 2}}  # columns a version 1 table lacks
 _V4: dict[str, Any] = {"info": {"since": 4}}
+_V5: dict[str, Any] = {"info": {"since": 5}}
 _mysql: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -85,6 +87,7 @@ jobs = Table(
     Column("watchers", _json_array, nullable=False, server_default="{}", **_V4),
     Column("notices", _json_array, nullable=False, server_default="[]", **_V4),
     Column("notice_due", BigInteger, **_V4),  # notice_due(notices): None when none pending
+    Column("events", _json_array, nullable=False, server_default="[]", **_V5),
     Index("ix_rill_jobs_notice_due", "namespace", "notice_due"),
     **_mysql,
 )
@@ -133,6 +136,12 @@ def _v4_outbox(conn: Connection) -> None:
     index.create(conn)
 
 
+def _v5_events(conn: Connection) -> None:
+    """Version 5: the job's event log (refused completion tokens)."""
+    kind = jobs.c.events.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN events {kind} NOT NULL DEFAULT '[]'"))
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -147,8 +156,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _v2_outputs,
     3: _v3_store_id,
     4: _v4_outbox,
+    5: _v5_events,
 }
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def create_v1(conn: Connection, now_us: int) -> None:

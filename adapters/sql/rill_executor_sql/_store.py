@@ -231,6 +231,9 @@ class SqlStore:
     def status(self, job_id: str) -> StoreStatus | None:
         return self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
 
+    def record_event(self, job_id: str, event: str) -> bool:
+        return self._run(lambda: _flows.record_event(self.dialect, job_id, event))  # type: ignore[no-any-return]
+
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         return self._run(  # type: ignore[no-any-return]
             lambda: _flows.lease_notices(self.dialect, namespace, owner, lease_us, limit)
@@ -330,6 +333,9 @@ class AsyncSqlStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    async def record_event(self, job_id: str, event: str) -> bool:
+        return await self._run(lambda: _flows.record_event(self.dialect, job_id, event))  # type: ignore[no-any-return]
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

@@ -243,6 +243,9 @@ class BlockingStore:
     def status(self, job_id: str) -> StoreStatus | None:
         return self.portal.call(self.store.status(job_id))
 
+    def record_event(self, job_id: str, event: str) -> bool:
+        return self.portal.call(self.store.record_event(job_id, event))
+
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         return self.portal.call(self.store.lease_notices(namespace, owner, lease_us, limit))
 

@@ -182,7 +182,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4]
+    assert store.upgrade() == [2, 3, 4, 5]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -195,6 +195,10 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     assert isinstance(replay, Replay) and replay.result() == "kept"
     (notice,) = ledger.lease_notices(owner="d", lease=30)  # the outbox columns work on it
     assert notice.key == "k" and notice.result == "kept"
+    ledger.claim("new")
+    assert ledger.record_event("new", "token_refused", reason="expired")  # and the event log
+    status = ledger.status("new")
+    assert status is not None and [e.reason for e in status.events] == ["expired"]
     store.close()
 
 

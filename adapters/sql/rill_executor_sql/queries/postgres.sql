@@ -142,5 +142,5 @@ WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 
 -- name: status
 SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns},
-    j.attempts::text AS attempts
+    j.attempts::text AS attempts, j.events::text AS events
 FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
