@@ -17,6 +17,7 @@ from ..adapters.s3.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STATUS_TOKEN = "status-token-for-the-tests"
+TOKEN_SECRET = "completion-token-secret-for-the-tests"
 
 
 class ExecutorService:
@@ -31,6 +32,7 @@ class ExecutorService:
         self.url = f"http://127.0.0.1:{self.port}"
         self.run_log = workdir / "runs.log"
         self.run_log.touch()
+        self.handoff_log = workdir / "handoffs.log"
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ExecutorService:
@@ -40,6 +42,8 @@ class ExecutorService:
             "RILL_RUN_LOG": str(self.run_log),
             "RILL_STATUS_TOKEN": STATUS_TOKEN,
             "RILL_LEASE": str(self.lease),
+            "RILL_TOKEN_SECRET": TOKEN_SECRET,
+            "RILL_HANDOFF_LOG": str(self.handoff_log),
         }
         command = [
             sys.executable,
@@ -97,6 +101,18 @@ class ExecutorService:
     def runs(self) -> Counter[str]:
         """How often each business key's handler started."""
         return Counter(line.split()[0] for line in self.run_log.read_text().splitlines())
+
+    def handoffs(self) -> list[tuple[str, str]]:
+        """(business key, completion token) of each run handed to the external encoder."""
+        if not self.handoff_log.exists():
+            return []
+        lines = self.handoff_log.read_text().splitlines()
+        return [(key, token) for key, token in (line.split() for line in lines)]
+
+    def complete(self, token: str, report: object) -> httpx.Response:
+        """Report as the external encoder: ``POST /rill/complete`` with the token."""
+        headers = {"Authorization": f"Bearer {token}"}
+        return httpx.post(f"{self.url}/rill/complete", json=report, headers=headers, timeout=5)
 
     def status(self, key: str) -> httpx.Response:
         return httpx.get(

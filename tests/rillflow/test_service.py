@@ -262,3 +262,46 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
         zombie.stop()
         heir.stop()
         front.close()
+
+
+def test_a_stopped_attempts_completion_token_is_refused_after_a_takeover(
+    store_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "z").mkdir()
+    (tmp_path / "y").mkdir()
+    zombie = ExecutorService(store_url, tmp_path / "z", lease=1.5, workers=1).start()
+    heir = ExecutorService(store_url, tmp_path / "y", lease=1.5).start()
+    front = CuttingProxy("127.0.0.1", zombie.port)
+    done = {"uri": "s3://segments/encoded-by-the-farm.mp4", "frames": 250}
+    try:
+        with EngineSimulator() as engine:
+            url = f"http://127.0.0.1:{front.port}"
+            task, key = segment(url, Pattern.TASK_ASYNC, external=True)
+            execution = engine.submit(task)
+            engine.wait_until(lambda: len(zombie.handoffs()) == 1, timeout=20)
+            ((_, stale),) = zombie.handoffs()
+            zombie.signal(signal.SIGSTOP)
+            time.sleep(2.0)  # past the lease the hand-off holds
+            front.retarget(heir.port)
+            engine.redo(execution, "encode")
+            engine.wait_until(lambda: len(heir.handoffs()) == 1, timeout=20)
+            ((_, fresh),) = heir.handoffs()
+            assert heir.complete(fresh, {"result": done}).status_code == 200
+            view = engine.wait_for(execution, "encode", timeout=30)
+            assert view.status is TaskStatus.SUCCEED and view.output == {**OUTPUT, **done}
+            zombie.signal(signal.SIGCONT)
+            late = zombie.complete(stale, {"result": {**done, "uri": "s3://stale.mp4"}})
+            assert late.status_code == 409 and late.json()["reason"] == "superseded", late.text
+            status = heir.status(key).json()
+            assert status["result"] == done and applied(engine, execution) == [200]
+            first, second = status["attempts"]
+            assert (first["outcome"], second["outcome"]) == ("expired", "succeeded")
+            assert [(e["kind"], e["reason"]) for e in first["events"]] == [
+                ("token_refused", "superseded")
+            ]
+            assert second["events"] == []
+    finally:
+        zombie.signal(signal.SIGCONT)
+        zombie.stop()
+        heir.stop()
+        front.close()
