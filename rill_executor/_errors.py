@@ -55,6 +55,7 @@ __all__ = [
     "OutputMissing",
     "OutputPreconditionFailed",
     "OutputStoreError",
+    "ResolutionRefused",
     "ResultNotSerializable",
     "ResultTooLarge",
     "RillExecutorError",
@@ -215,6 +216,17 @@ class StaleAttempt(OutcomeError):
         self.reason = reason
         self.current_fence = current_fence
         self.current_owner = current_owner
+
+
+class ResolutionRefused(OutcomeError):
+    """A manual resolution that was not applied; nothing was written. ``reason`` is
+    ``missing`` (no such job), ``live_lease`` (an attempt holds a live lease: pass
+    ``force=True`` to fence it off) or ``no_result`` (``reuse`` without a committed result:
+    give one, or redo or terminate)."""
+
+    def __init__(self, message: str, *, namespace: str, key: str, reason: str) -> None:
+        super().__init__(message, namespace=namespace, key=key)
+        self.reason = reason
 
 
 class StoreError(RillExecutorError):

@@ -38,6 +38,7 @@ from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
+from ._resolution import NO_RESULT, refusal_of, resolution_request
 from ._store import AsyncStore, Store
 from ._threaded_store import ThreadedAsyncStore
 
@@ -236,6 +237,43 @@ class Ledger(_LedgerBase):
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(self.store.status(job_id))
 
+    def resolve(
+        self,
+        key: str,
+        action: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        force: bool = False,
+        result: Any = NO_RESULT,
+        handler: Handler | None = None,
+    ) -> JobStatus:
+        """An operator's decision on ``key``'s job: ``action`` ``reuse`` (its committed
+        result, or ``result``), ``redo`` (the next claim runs the work again) or
+        ``terminate`` (a terminal failure). Fenced: the fence is bumped, so an attempt still
+        running can never commit. Recorded in the event log with ``reason``, ``actor``
+        (default: the OS user at this host), the time and the state before. A job whose
+        lease is live is refused unless ``force``. Sent once, never resent: after a
+        ``StoreUnavailable``, read the status to see whether it was applied. Returns the
+        job as it stands after; ``ResolutionRefused`` if nothing was written."""
+        stored, config = stored_key(key, handler), self._core.config
+        resolution = resolution_request(
+            action,
+            reason=reason,
+            actor=actor,
+            force=force,
+            result=result,
+            retention_us=config.retention_us,
+            max_result_bytes=config.max_result_bytes,
+        )
+        job_id = self._core.job_id(stored)
+        answer = self.store.resolve(job_id, resolution)
+        if not answer.ok:
+            raise refusal_of(answer, resolution, namespace=self.namespace, key=stored)
+        status = self._core.status(self.store.status(job_id))
+        assert status is not None  # resolved jobs are kept for a retention
+        return status
+
     def record_event(
         self,
         key: str,
@@ -431,6 +469,35 @@ class AsyncLedger(_LedgerBase):
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         job_id = self._core.job_id(stored_key(key, handler))
         return self._core.status(await self.store.status(job_id))
+
+    async def resolve(
+        self,
+        key: str,
+        action: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        force: bool = False,
+        result: Any = NO_RESULT,
+        handler: Handler | None = None,
+    ) -> JobStatus:
+        stored, config = stored_key(key, handler), self._core.config
+        resolution = resolution_request(
+            action,
+            reason=reason,
+            actor=actor,
+            force=force,
+            result=result,
+            retention_us=config.retention_us,
+            max_result_bytes=config.max_result_bytes,
+        )
+        job_id = self._core.job_id(stored)
+        answer = await self.store.resolve(job_id, resolution)
+        if not answer.ok:
+            raise refusal_of(answer, resolution, namespace=self.namespace, key=stored)
+        status = self._core.status(await self.store.status(job_id))
+        assert status is not None  # resolved jobs are kept for a retention
+        return status
 
     async def record_event(
         self,

@@ -28,6 +28,7 @@ from ._decisions import (
 from ._events import appended_event
 from ._notices import leasable, lease_notice, settle_notice
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
 from ._store import (
     AttemptRef,
     ClaimRequest,
@@ -35,6 +36,7 @@ from ._store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     StoreAnswer,
     StoreStatus,
 )
@@ -135,6 +137,20 @@ class MemoryStore:
             self._events[job_id] = appended_event(self._events.get(job_id), event, self._now())
             return True
 
+    def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        with self._lock:
+            now, job = self._now(), self._jobs.get(job_id)
+            if job is None or check_resolve(job, resolution, now) is not None:
+                return StoreAnswer(ok=False, job=job, now=now)
+            ending = resolved_attempt(job, now)
+            if ending is not None:
+                outputs = ended_outputs(job.outputs, "[]")
+                self._end_attempt(self._attempts[job_id], job.fence, ending, now, None, outputs)
+            event = resolution_event(job, resolution, now)
+            self._events[job_id] = appended_event(self._events.get(job_id), event, now)
+            new = self._jobs[job_id] = resolved_row(job, resolution, now)
+            return StoreAnswer(ok=True, job=new, now=now)
+
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         with self._lock:
             now = self._now()
@@ -211,6 +227,9 @@ class AsyncMemoryStore:
 
     async def record_event(self, job_id: str, event: str) -> bool:
         return self.sync.record_event(job_id, event)
+
+    async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        return self.sync.resolve(job_id, resolution)
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

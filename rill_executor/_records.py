@@ -168,7 +168,9 @@ class OutputInfo(_View):
 
 class EventInfo(_View):
     """An entry of the job's event log: something that happened outside the attempts' own
-    writes, e.g. a completion token refused (``kind`` ``token_refused``) with its ``reason``."""
+    writes, e.g. a completion token refused (``kind`` ``token_refused``) with its ``reason``,
+    or an operator's resolution (``resolved``: ``detail`` the action, ``actor``, ``reason``,
+    ``fence`` the fence it set, ``data`` whether it was forced and the state before)."""
 
     at: datetime  # on the store's clock
     kind: str
@@ -176,6 +178,8 @@ class EventInfo(_View):
     fence: int | None = None
     reason: str | None = None
     detail: str | None = None
+    actor: str | None = None  # who decided it, for a manual resolution
+    data: dict[str, Any] | None = None  # e.g. a resolution's state before
 
     @classmethod
     def many(cls, text: str | None) -> tuple[EventInfo, ...]:

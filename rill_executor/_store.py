@@ -32,6 +32,7 @@ __all__ = [
     "LeasedNotice",
     "NoticeBatch",
     "NoticeSettlement",
+    "Resolution",
     "Store",
     "StoreAnswer",
     "StoreStatus",
@@ -70,6 +71,21 @@ class Completion:
     retryable: bool | None  # for FAILED
     retention_us: int
     outputs: str = "[]"  # JSON: the OutputRefs committed with a SUCCEEDED result
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """An operator's decision on a job (see ``rill_executor._resolution``): ``action``
+    ``reuse`` (the committed result, or ``result``), ``redo`` (the next claim runs the work)
+    or ``terminate`` (a terminal failure, ``error``); who decided it and why."""
+
+    action: str
+    reason: str
+    actor: str
+    force: bool  # act on a job whose lease is live (its owner is fenced off)
+    result: str | None  # JSON text: the result to commit, for reuse
+    error: str | None  # JSON text of ErrorInfo: the recorded failure, for redo and terminate
+    retention_us: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +166,12 @@ class Store(Protocol):
         time (``appended_event``), in one atomic write that changes nothing else; False,
         writing nothing, when there is no such job."""
 
+    def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        """Apply an operator's resolution if ``check_resolve`` allows it, atomically: the
+        job as ``resolved_row`` leaves it (fence bumped, so no earlier owner can write
+        again), a running owner's attempt ended as ``resolved_attempt`` says, and
+        ``resolution_event`` appended to the event log; else change nothing."""
+
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         """Lease up to ``limit`` of the namespace's due notices (``leasable``) to ``owner``
         until now + ``lease_us`` (``lease_notice``), earliest due first, atomically: two
@@ -178,6 +200,8 @@ class AsyncStore(Protocol):
     async def status(self, job_id: str) -> StoreStatus | None: ...
 
     async def record_event(self, job_id: str, event: str) -> bool: ...
+
+    async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer: ...
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

@@ -10,6 +10,7 @@ from ._store import (
     Completion,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     Store,
     StoreAnswer,
     StoreStatus,
@@ -44,6 +45,9 @@ class ThreadedAsyncStore:
 
     async def record_event(self, job_id: str, event: str) -> bool:
         return await asyncio.to_thread(self.sync.record_event, job_id, event)
+
+    async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        return await asyncio.to_thread(self.sync.resolve, job_id, resolution)
 
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int

@@ -30,6 +30,14 @@ from ._notices import (
     settle_notice,
 )
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from ._resolution import (
+    ResolveAction,
+    ResolveRefusal,
+    check_resolve,
+    resolution_event,
+    resolved_attempt,
+    resolved_row,
+)
 from ._store import (
     AsyncStore,
     AttemptRef,
@@ -38,6 +46,7 @@ from ._store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     Store,
     StoreAnswer,
     StoreStatus,
@@ -58,6 +67,9 @@ __all__ = [
     "NoticeBatch",
     "NoticeSettlement",
     "NoticeStatus",
+    "Resolution",
+    "ResolveAction",
+    "ResolveRefusal",
     "SchemaMissing",
     "Store",
     "StoreAnswer",
@@ -68,6 +80,7 @@ __all__ = [
     "WriteRejection",
     "add_watch",
     "appended_event",
+    "check_resolve",
     "check_write",
     "claimed_row",
     "decide_claim",
@@ -80,6 +93,9 @@ __all__ = [
     "notice_due",
     "registered_row",
     "replay_notice",
+    "resolution_event",
+    "resolved_attempt",
+    "resolved_row",
     "settle_notice",
     "watched_row",
 ]

@@ -38,6 +38,7 @@ from .._errors import (
     JobInProgress,
     KeyConflict,
     OutputExists,
+    ResolutionRefused,
     ResultNotSerializable,
     ResultTooLarge,
     StaleAttempt,
@@ -50,8 +51,9 @@ from .._housekeeping import ObjectState
 from .._keys import MAX_KEY_BYTES, fingerprint_of
 from .._memory_outputs import MemoryOutputStore
 from .._notices import Watch
-from .._outcomes import Conflict, InProgress, Replay
+from .._outcomes import Conflict, InProgress, Replay, raise_for_outcome
 from .._records import AttemptOutcome, JobState, JobStatus
+from .._resolution import default_actor
 from ._driver import DrivenLedger, LedgerDriver, is_claim
 from ._model import lifecycle_machine
 
@@ -832,6 +834,99 @@ class StoreConformance:
         status = ledger.status("k")
         assert status is not None
         assert [e.reason for e in status.events] == [f"r{n}" for n in range(3, MAX_EVENTS + 3)]
+
+    # -- manual resolution: fenced, recorded with reason and actor ---------------------------
+
+    def test_a_redo_fences_a_zombie_and_the_next_claim_runs(self, ledger: DrivenLedger) -> None:
+        zombie = ledger.claim("k", fingerprint=fingerprint_of(1), lease=0.2)
+        time.sleep(0.3)  # its lease ran out; its host is paused, not dead
+        status = ledger.resolve("k", "redo", reason="poisoned record", actor="alice")
+        assert (status.state, status.fence, status.owner) == (JobState.FAILED, 2, None)
+        assert [a.outcome for a in status.attempts] == [AttemptOutcome.ABANDONED]
+        (event,) = status.events
+        assert (event.kind, event.detail, event.reason, event.actor, event.fence) == (
+            "resolved",
+            "redo",
+            "poisoned record",
+            "alice",
+            2,
+        )
+        assert event.data == {
+            "force": False,
+            "before": {
+                "state": "processing",
+                "fence": 1,
+                "owner_attempt": zombie.attempt_id,
+                "lease_live": False,
+            },
+        }
+        with pytest.raises(StaleAttempt) as stale:
+            zombie.commit("the zombie's result")
+        assert stale.value.reason == "superseded"
+        assert _stable(ledger.status("k")) == _stable(status)
+        heir = ledger.claim("k", fingerprint=fingerprint_of(2))  # any request runs again
+        assert is_claim(heir) and heir.fence == 3
+        heir.commit("done")
+        done = ledger.status("k")
+        assert done is not None and done.result == "done" and done.events == status.events
+
+    def test_a_live_lease_is_refused_unless_forced(self, ledger: DrivenLedger) -> None:
+        owner = ledger.claim("k", lease=30)
+        before = _stable(ledger.status("k"))
+        with pytest.raises(ResolutionRefused, match="live lease") as refused:
+            ledger.resolve("k", "terminate", reason="stuck")
+        assert refused.value.reason == "live_lease"
+        assert _stable(ledger.status("k")) == before
+        status = ledger.resolve("k", "terminate", reason="stuck", force=True)
+        assert status.state is JobState.FAILED and status.error is not None
+        assert status.error.retryable is False and "stuck" in status.error.message
+        assert [a.outcome for a in status.attempts] == [AttemptOutcome.FENCED]
+        (event,) = status.events
+        assert event.actor == default_actor() and event.data is not None
+        assert event.data["force"] is True and event.data["before"]["lease_live"] is True
+        with pytest.raises(StaleAttempt):
+            owner.heartbeat()
+        with pytest.raises(JobFailed, match="stuck"):
+            raise_for_outcome(ledger.claim("k"))
+
+    def test_reuse_needs_a_result_and_answers_waiting_dispatches(
+        self, ledger: DrivenLedger
+    ) -> None:
+        ledger.claim("k", watch=Watch("task", {"url": "u1"}), lease=0.2)
+        time.sleep(0.3)
+        before = _stable(ledger.status("k"))
+        with pytest.raises(ResolutionRefused, match="no committed result") as refused:
+            ledger.resolve("k", "reuse", reason="done by hand")
+        assert refused.value.reason == "no_result"
+        assert _stable(ledger.status("k")) == before
+        status = ledger.resolve("k", "reuse", reason="done by hand", result={"uri": "s3://x"})
+        assert status.state is JobState.SUCCEEDED and status.result == {"uri": "s3://x"}
+        assert [(n.watch, n.fence, n.state) for n in status.notices] == [
+            ("task", 2, JobState.SUCCEEDED)
+        ]
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay) and replay.result() == {"uri": "s3://x"}
+        again = ledger.resolve("k", "reuse", reason="confirmed")  # its committed result
+        assert again.fence == 3 and again.result == {"uri": "s3://x"}
+        assert [e.reason for e in again.events] == ["done by hand", "confirmed"]
+
+    def test_a_resolution_that_cannot_apply_changes_nothing(self, ledger: DrivenLedger) -> None:
+        with pytest.raises(ResolutionRefused, match="no job") as refused:
+            ledger.resolve("absent", "redo", reason="r")
+        assert refused.value.reason == "missing" and ledger.status("absent") is None
+        ledger.claim("k", lease=0.2)
+        time.sleep(0.3)
+        before = _stable(ledger.status("k"))
+        bad: list[dict[str, Any]] = [
+            {"action": "delete", "reason": "r"},
+            {"action": "redo", "reason": " "},
+            {"action": "redo", "reason": "r", "actor": ""},
+            {"action": "redo", "reason": "r", "result": 1},
+        ]
+        for options in bad:
+            with pytest.raises(InvalidPayload):
+                ledger.resolve("k", **options)
+        assert _stable(ledger.status("k")) == before
 
     # -- the outbox: completion notices written by the fenced finish (invariant 8) ----------
 

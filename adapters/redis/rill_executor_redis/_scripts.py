@@ -22,6 +22,7 @@ from rill_executor.store import (
     Completion,
     JobState,
     NoticeSettlement,
+    Resolution,
     StoreProtocolError,
 )
 
@@ -35,6 +36,7 @@ __all__ = [
     "lease_args",
     "pack",
     "register_output_args",
+    "resolve_args",
     "script",
     "settle_args",
     "source",
@@ -50,6 +52,7 @@ class Op(enum.StrEnum):
     FINISH = "finish"
     STATUS = "status"
     EVENT = "event"
+    RESOLVE = "resolve"
     LEASE = "lease"  # standalone: every due job of a namespace in one script
     LEASE_JOB = "lease_job"  # Cluster: one job
     SETTLE = "settle"
@@ -125,6 +128,20 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
 
 def event_args(event: str) -> bytes:
     return pack(event, str(MAX_EVENTS))
+
+
+def resolve_args(resolution: Resolution, *, indexed: bool) -> bytes:
+    return pack(
+        resolution.action,
+        resolution.reason,
+        resolution.actor,
+        _flag(resolution.force),
+        resolution.result or "",  # JSON text is never empty: '' means the committed one
+        resolution.error or "",
+        str(resolution.retention_us),
+        str(MAX_EVENTS),
+        _flag(indexed),
+    )
 
 
 def lease_args(owner: str, lease_us: int, limit: int) -> bytes:

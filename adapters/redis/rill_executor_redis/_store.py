@@ -32,6 +32,7 @@ from rill_executor.store import (
     Completion,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     StoreAnswer,
     StoreStatus,
 )
@@ -51,6 +52,7 @@ from ._scripts import (
     lease_args,
     pack,
     register_output_args,
+    resolve_args,
     script,
     settle_args,
 )
@@ -134,6 +136,10 @@ class RedisStore:
 
     def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, self._run(Op.STATUS, job_id))
+
+    def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        args = resolve_args(resolution, indexed=self._indexed)
+        return answer_from(job_id, self._run(Op.RESOLVE, job_id, args))
 
     def record_event(self, job_id: str, event: str) -> bool:
         return bool(self._run(Op.EVENT, job_id, event_args(event)) == 1)
@@ -259,6 +265,10 @@ class AsyncRedisStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, await self._run(Op.STATUS, job_id))
+
+    async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        args = resolve_args(resolution, indexed=self._indexed)
+        return answer_from(job_id, await self._run(Op.RESOLVE, job_id, args))
 
     async def record_event(self, job_id: str, event: str) -> bool:
         return bool(await self._run(Op.EVENT, job_id, event_args(event)) == 1)

@@ -32,10 +32,12 @@ from rill_executor.store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
     appended_event,
+    check_resolve,
     check_write,
     claimed_row,
     decide_claim,
@@ -46,6 +48,9 @@ from rill_executor.store import (
     lease_notice,
     notice_due,
     registered_row,
+    resolution_event,
+    resolved_attempt,
+    resolved_row,
     settle_notice,
     watched_row,
 )
@@ -63,6 +68,7 @@ __all__ = [
     "lease_notices",
     "record_event",
     "register_output",
+    "resolve",
     "settle",
     "status",
 ]
@@ -467,6 +473,35 @@ def status(dialect: SqlDialect, job_id: str) -> Flow:
 _write_events = (
     update(jobs).where(jobs.c.job_id == bindparam("b_job_id")).values(events=bindparam("events"))
 )
+
+
+_resolve_job = (
+    update(jobs)
+    .where(jobs.c.job_id == bindparam("b_job_id"))
+    .values({c.name: bindparam(c.name) for c in jobs.columns if c.name != "job_id"})
+)
+
+
+def resolve(dialect: SqlDialect, job_id: str, resolution: Resolution) -> Flow:
+    """An operator's resolution, decided in a short transaction on the locked row."""
+    rows = yield _locked_query(dialect), {"job_id": job_id}
+    if not rows or rows[0]["job_id"] is None:
+        now = int(rows[0]["now"]) if rows else (yield from _clock(dialect))
+        return StoreAnswer(ok=False, job=None, now=now)
+    job, now = job_row(rows[0]), int(rows[0]["now"])
+    if check_resolve(job, resolution, now) is not None:
+        return StoreAnswer(ok=False, job=job, now=now)
+    history = _json_text(rows[0]["attempts"])
+    ending = resolved_attempt(job, now)
+    if ending is not None:
+        outputs = ended_outputs(job.outputs, "[]")
+        history = _appended(history, job, ending, now, None, outputs)
+    event = resolution_event(job, resolution, now)
+    events = appended_event(_json_text(rows[0]["events"]), event, now)
+    new = resolved_row(job, resolution, now)
+    params = {**_columns(new, history), "events": events, "b_job_id": job_id}
+    yield _resolve_job, _bound(dialect, params)
+    return StoreAnswer(ok=True, job=new, now=now)
 
 
 def record_event(dialect: SqlDialect, job_id: str, event: str) -> Flow:

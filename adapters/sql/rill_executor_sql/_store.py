@@ -15,6 +15,7 @@ from rill_executor.store import (
     Completion,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     SchemaMissing,
     StoreAnswer,
     StoreStatus,
@@ -231,6 +232,9 @@ class SqlStore:
     def status(self, job_id: str) -> StoreStatus | None:
         return self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
 
+    def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        return self._run(lambda: _flows.resolve(self.dialect, job_id, resolution))  # type: ignore[no-any-return]
+
     def record_event(self, job_id: str, event: str) -> bool:
         return self._run(lambda: _flows.record_event(self.dialect, job_id, event))  # type: ignore[no-any-return]
 
@@ -333,6 +337,9 @@ class AsyncSqlStore:
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+
+    async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        return await self._run(lambda: _flows.resolve(self.dialect, job_id, resolution))  # type: ignore[no-any-return]
 
     async def record_event(self, job_id: str, event: str) -> bool:
         return await self._run(lambda: _flows.record_event(self.dialect, job_id, event))  # type: ignore[no-any-return]

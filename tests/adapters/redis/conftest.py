@@ -33,6 +33,7 @@ from rill_executor.store import (
     Completion,
     NoticeBatch,
     NoticeSettlement,
+    Resolution,
     StoreAnswer,
     StoreStatus,
 )
@@ -242,6 +243,9 @@ class BlockingStore:
 
     def status(self, job_id: str) -> StoreStatus | None:
         return self.portal.call(self.store.status(job_id))
+
+    def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
+        return self.portal.call(self.store.resolve(job_id, resolution))
 
     def record_event(self, job_id: str, event: str) -> bool:
         return self.portal.call(self.store.record_event(job_id, event))
