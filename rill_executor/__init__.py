@@ -6,6 +6,7 @@ exactly one result, and answer what happened to any key. See the README and ``do
 
 from ._claim import AsyncClaim, Claim
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
+from ._duplicate_window import DuplicateWindow, RetryPolicy
 from ._errors import (
     ChecksumMismatch,
     ConfigError,
@@ -92,6 +93,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DueNotice",
+    "DuplicateWindow",
     "ErrorInfo",
     "HandedOff",
     "InProgress",
@@ -109,6 +111,7 @@ __all__ = [
     "OutcomeError",
     "OwnerInfo",
     "Replay",
+    "RetryPolicy",
     "ResultNotSerializable",
     "ResultTooLarge",
     "RillExecutorError",

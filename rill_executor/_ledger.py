@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
+from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, UsageError
 from ._heartbeat import Heartbeats
 from ._housekeeping import (
@@ -84,7 +85,7 @@ class _LedgerBase:
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
@@ -169,8 +170,9 @@ class Ledger(_LedgerBase):
 
     ``store`` is a ``Store`` or a URL for ``open_store``. ``lease`` is how long a claim lives
     without a heartbeat (store clock); ``retention`` how long finished records are kept at
-    least; ``duplicate_window``, if given, is the engine's longest gap between duplicates of
-    one task, and a retention shorter than it is refused.
+    least; ``duplicate_window``, if given, is how long after a task's first dispatch the
+    engine may still send a duplicate (a ``DuplicateWindow`` built from its retry policy, or
+    a duration), and a retention shorter than it is refused with ``ConfigError``.
     """
 
     def __init__(
@@ -180,7 +182,7 @@ class Ledger(_LedgerBase):
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
@@ -370,7 +372,7 @@ class AsyncLedger(_LedgerBase):
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
