@@ -7,13 +7,13 @@ work a second time, so retention must cover the window. For Rill Flow:
 - the task gets ``maxRetryTimes + 1`` attempts;
 - the delay before retry *k* (k = 1, 2, …) is ``int(intervalInSeconds * multiplier**k)``
   seconds (the engine's ``SimpleRetryPolicy``; note the first retry already waits
-  ``interval × multiplier``);
+  ``interval * multiplier``);
 - each attempt may last the task timeout (``timeline.timeoutInSeconds``, armed for async
   tasks; for a sync task, the dispatch's own HTTP time) before the engine retries it;
 - a late callback, an external worker's completion or an operator's redo may come later
   still: the grace.
 
-``window = attempts × timeout + Σ delays + grace``, counted from the first dispatch. A
+``window = attempts x timeout + Σ delays + grace``, counted from the first dispatch. A
 job's retention starts when the job ends, never before its first dispatch, so a retention of
 at least the window keeps the record until the last duplicate has come.
 """
@@ -121,7 +121,7 @@ class DuplicateWindow:
 
     @property
     def length(self) -> timedelta:
-        """The whole window: attempts × timeout + the retry delays + the grace."""
+        """The whole window: attempts x timeout + the retry delays + the grace."""
         seconds = (
             self.retry.total_attempts * self.task_timeout.total_seconds()
             + math.fsum(self.delays)
