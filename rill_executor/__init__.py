@@ -40,6 +40,7 @@ from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
 from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger
+from ._listing import JobList, JobSummary
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._memory_outputs import MemoryOutputStore
 from ._notices import DueNotice, Watch
@@ -102,8 +103,10 @@ __all__ = [
     "InvalidResult",
     "JobFailed",
     "JobInProgress",
+    "JobList",
     "JobState",
     "JobStatus",
+    "JobSummary",
     "KeyConflict",
     "Ledger",
     "MemoryStore",

@@ -32,13 +32,14 @@ from ._housekeeping import (
     verify_ref,
 )
 from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
-from ._keys import validate_store_id
+from ._keys import validate_result_version, validate_store_id
+from ._listing import JobList, check_query
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._store import AsyncStore, Store
+from ._store import AsyncStore, JobQuery, Store
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -128,6 +129,35 @@ class _LedgerBase:
         now = datetime.now(UTC)
         found = _Found([], [], [unknown_entry(self.namespace, store_id, o, now) for o in others])
         return jobs, found
+
+    def _query(
+        self,
+        state: JobState | str | tuple[JobState | str, ...] | None,
+        dangling: bool,
+        older_than: Seconds | None,
+        result_version: str | None,
+        after: str | None,
+        limit: int,
+    ) -> JobQuery:
+        wanted = () if state is None else (state,) if isinstance(state, str) else state
+        try:
+            states = tuple(JobState(s) for s in wanted)
+        except ValueError:
+            names = ", ".join(s.value for s in JobState)
+            raise UsageError(f"state must be one of {names}, got {state!r}") from None
+        return check_query(
+            JobQuery(
+                namespace=self.namespace,
+                states=states,
+                dangling=dangling,
+                idle_us=None if older_than is None else to_us(older_than, "older_than"),
+                result_version=None
+                if result_version is None
+                else validate_result_version(result_version),
+                after=after,
+                limit=limit,
+            )
+        )
 
     @property
     def namespace(self) -> str:
@@ -259,6 +289,23 @@ class Ledger(_LedgerBase):
         ``pending`` to try again after ``retry_in``. False if the lease was lost first."""
         settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
         return self.store.settle_notice(notice.job_id, settlement)
+
+    def jobs(
+        self,
+        *,
+        state: JobState | str | tuple[JobState | str, ...] | None = None,
+        dangling: bool = False,
+        older_than: Seconds | None = None,
+        result_version: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> JobList:
+        """A page of this namespace's jobs, without their attempts: those in ``state`` (one
+        or several), ``dangling`` ones (``processing`` with the lease run out: the owner is
+        gone), those not updated for ``older_than``, of ``result_version``; every filter
+        given must hold. Pass the page's ``cursor`` as ``after`` for the next page."""
+        query = self._query(state, dangling, older_than, result_version, after, limit)
+        return JobList.build(self.store.list_jobs(query))
 
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
@@ -434,6 +481,19 @@ class AsyncLedger(_LedgerBase):
     ) -> bool:
         settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
         return await self.store.settle_notice(notice.job_id, settlement)
+
+    async def jobs(
+        self,
+        *,
+        state: JobState | str | tuple[JobState | str, ...] | None = None,
+        dangling: bool = False,
+        older_than: Seconds | None = None,
+        result_version: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> JobList:
+        query = self._query(state, dangling, older_than, result_version, after, limit)
+        return JobList.build(await self.store.list_jobs(query))
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)

@@ -16,7 +16,14 @@ from ._decisions import (
     registered_row,
     watched_row,
 )
-from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
+from ._errors import (
+    SchemaMissing,
+    StoreError,
+    StoreProtocolError,
+    StoreUnavailable,
+    UsageError,
+)
+from ._listing import dangling, listed
 from ._notices import (
     NoticeStatus,
     add_watch,
@@ -33,6 +40,8 @@ from ._store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
@@ -49,6 +58,8 @@ __all__ = [
     "ClaimAction",
     "ClaimRequest",
     "Completion",
+    "JobPage",
+    "JobQuery",
     "JobRow",
     "JobState",
     "LeasedNotice",
@@ -62,10 +73,12 @@ __all__ = [
     "StoreProtocolError",
     "StoreStatus",
     "StoreUnavailable",
+    "UsageError",
     "WriteRejection",
     "add_watch",
     "check_write",
     "claimed_row",
+    "dangling",
     "decide_claim",
     "ended_outputs",
     "finish_notices",
@@ -73,6 +86,7 @@ __all__ = [
     "heartbeat_row",
     "lease_notice",
     "leasable",
+    "listed",
     "notice_due",
     "registered_row",
     "replay_notice",
