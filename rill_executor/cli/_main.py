@@ -57,6 +57,9 @@ class _Errors(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:  # a bad option or argument, before anything ran
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+            fail(ctx, exc.format_message() + where, ExitCode.USAGE, "usage")
         except CliError as exc:
             fail(ctx, str(exc), exc.code, exc.code.name.lower())
         except RillExecutorError as exc:
@@ -92,12 +95,12 @@ def demo(store: str | None, lease: float) -> None:
 
 
 def _register() -> None:
-    from ._jobs import attempts, status
+    from ._jobs import attempts, jobs, status
     from ._notices import deliver
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, check_retention, deliver, schema):
+    for command in (status, attempts, jobs, check_retention, deliver, schema):
         main.add_command(command)
 
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._listing import JobSummary
 from .._records import AttemptInfo, JobState, JobStatus, NoticeInfo
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "console",
     "echo_json",
     "job_table",
+    "jobs_table",
     "notices_table",
     "table",
     "when",
@@ -195,5 +197,35 @@ def notices_table(notices: tuple[NoticeInfo, ...]) -> Table:
             when(n.due),
             answer,
             when(n.settled_at),
+        )
+    return found
+
+
+def jobs_table(jobs: list[JobSummary]) -> Table:
+    found = table("key", "state", "fence", "version", "updated", "owner", "error", "notices")
+    for job in jobs:
+        state = (
+            styled("dangling", "bold red")
+            if job.dangling
+            else styled(job.state.value, STATE_STYLE[job.state])
+        )
+        owner = "-"
+        if job.owner is not None:
+            left = job.owner.lease_left
+            owner = f"{job.owner.attempt_id} (" + (
+                f"lease {seconds(left)} left)" if left.total_seconds() > 0
+                else f"lease ran out {seconds(-left)} ago)"
+            )  # fmt: skip
+        error = "-" if job.error is None else f"{job.error.type}: {job.error.message}"
+        pending = f"{job.pending_notices} pending" if job.pending_notices else "-"
+        found.add_row(
+            job.key,
+            state,
+            str(job.fence),
+            job.result_version or "-",
+            when(job.updated_at),
+            owner,
+            error,
+            pending,
         )
     return found

@@ -167,6 +167,42 @@ def test_the_store_and_namespace_come_from_the_environment(
     assert json.loads(done.stdout)["result"] == 1
 
 
+def test_jobs_lists_by_state_and_pages_with_the_cursor(
+    ledger: Ledger, store_url: str, namespace: str
+) -> None:
+    for n in (1, 2, 3):
+        claimed(ledger.claim(f"done-{n}", result_version="v1")).commit(n)
+    claimed(ledger.claim("failed", result_version="v2")).fail("disk full", retryable=True)
+    expire(ledger, "stuck")
+
+    keys: list[str] = []
+    cursor: list[str] = []
+    for _ in range(10):
+        done = run("jobs", *opts(store_url, namespace), "--limit", "2", "-o", "json", *cursor)
+        assert done.returncode == 0, done.stderr
+        page = json.loads(done.stdout)
+        keys += [job["key"] for job in page["jobs"]]
+        if page["cursor"] is None:
+            break
+        cursor = ["--cursor", page["cursor"]]
+    assert set(keys) == {"done-1", "done-2", "done-3", "failed", "stuck"}
+
+    def listed(*filters: str) -> set[str]:
+        done = run("jobs", *opts(store_url, namespace), "--all", "--limit", "1", "-o", "json",
+                   *filters)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return {job["key"] for job in json.loads(done.stdout)["jobs"]}
+
+    assert listed("--dangling") == {"stuck"}
+    assert listed("--failed") == {"failed"}
+    assert listed("--state", "succeeded", "--state", "failed", "--result-version", "v2") == {
+        "failed"
+    }
+    assert listed("--older-than", "1h") == set()
+    text = run("jobs", *opts(store_url, namespace), "--dangling")
+    assert text.returncode == 0 and "stuck" in text.stdout and "dangling" in text.stdout
+
+
 # -- bad input: a clear message, a non-zero exit, nothing changed ----------------------------
 
 
@@ -177,6 +213,9 @@ def test_the_store_and_namespace_come_from_the_environment(
         (("attempts", "no-such-key"), 3, "no job 'no-such-key' in namespace"),
         (("status", "k", "--namespace", "no-such-namespace"), 3, "namespace 'no-such-namespace'"),
         (("status", "k", "--namespace", "bad namespace"), 2, "namespace 'bad namespace' is not"),
+        (("jobs", "--namespace", "no-such-namespace"), 3, "namespace 'no-such-namespace' has no"),
+        (("jobs", "--state", "stuck"), 2, "'stuck' is not one of"),
+        (("jobs", "--older-than", "soon"), 2, "is not a duration"),
         (("status", "k", "--store", "nowhere.db"), 2, "has no scheme"),
         (("status", "k", "--store", "cassandra://h/x"), 2, "no store adapter for scheme"),
         (("deliver", "--store", "nowhere.db"), 2, "has no scheme"),
