@@ -1,7 +1,8 @@
 """``check-retention``: does the retention outlive the engine's duplicate window?
 
-Nothing is read from a store: retention is the ledger's configuration (``retention=``),
-and the window follows from the engine's retry policy, the task timeout and a grace.
+The window follows from the engine's retry policy, the task timeout and a grace. The
+retention is the ledger's configuration (``retention=``): given with ``--retention``, or
+read from a store, where every finished job records it (``retain_until - finished_at``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,38 @@ from rich.table import Table
 from rich.text import Text
 
 from .._duplicate_window import DuplicateWindow, RetryPolicy
-from ._main import ExitCode
-from ._options import duration_option, output_option
+from ._main import CliError, ExitCode
+from ._options import duration_option, open_ledger, output_option
 from ._output import console, echo_json
 
 __all__ = ["check_retention"]
+
+
+_DEFAULT = timedelta(days=7)
+_SAMPLE = 1000
+
+
+def _recorded(store: str, namespace: str | None) -> tuple[timedelta, str]:
+    """The shortest retention recorded by the first page of the namespace's finished jobs."""
+    if namespace is None:
+        raise CliError(
+            "reading the retention from --store needs --namespace (or pass --retention)",
+            ExitCode.USAGE,
+        )
+    with open_ledger(store, namespace) as ledger:
+        page = ledger.jobs(state=("succeeded", "failed"), limit=_SAMPLE)
+    spans = [
+        job.retain_until - job.finished_at
+        for job in page.jobs
+        if job.retain_until is not None and job.finished_at is not None
+    ]
+    if not spans:
+        raise CliError(
+            f"namespace {namespace!r} has no finished job to read the retention from;"
+            " pass --retention",
+            ExitCode.NOT_FOUND,
+        )
+    return min(spans), f"the shortest of {len(spans)} finished jobs in {namespace!r}"
 
 
 def _s(span: timedelta | float) -> str:
@@ -62,10 +90,17 @@ def _s(span: timedelta | float) -> str:
 )
 @duration_option(
     "--retention",
-    default="7d",
-    show_default=True,
-    help="The ledger's retention (Ledger(retention=…); its default is 7 days).",
+    help="The ledger's retention (Ledger(retention=…)). Without it: the shortest one the"
+    " namespace's finished jobs recorded, with --store; else the ledger's default, 7 days.",
 )
+@click.option(
+    "--store",
+    envvar="RILL_STORE",
+    show_envvar=True,
+    metavar="URL",
+    help="Read the retention the namespace's jobs recorded (when --retention is not given).",
+)
+@click.option("-n", "--namespace", envvar="RILL_NAMESPACE", show_envvar=True)
 @output_option
 def check_retention(
     max_retry_times: int,
@@ -73,7 +108,9 @@ def check_retention(
     multiplier: float,
     task_timeout: timedelta,
     grace: timedelta,
-    retention: timedelta,
+    retention: timedelta | None,
+    store: str | None,
+    namespace: str | None,
     output: str,
 ) -> None:
     """Compute the window in which the engine may still send a duplicate of a task, and
@@ -84,6 +121,11 @@ def check_retention(
         grace=grace,
     )
     length, delays = window.length, window.delays
+    source = "given"
+    if retention is None and store is not None:
+        retention, source = _recorded(store, namespace)
+    elif retention is None:
+        retention, source = _DEFAULT, "the ledger's default"
     covered = retention >= length
     need = math.ceil(length.total_seconds())
     if output == "json":
@@ -95,6 +137,7 @@ def check_retention(
                 "grace_seconds": grace.total_seconds(),
                 "window_seconds": length.total_seconds(),
                 "retention_seconds": retention.total_seconds(),
+                "retention_from": source,
                 "covered": covered,
                 "margin_seconds": (retention - length).total_seconds(),
             }
@@ -112,7 +155,7 @@ def check_retention(
         found.add_row("retry delays", f"{shown or 'none'} = {_s(math.fsum(delays))}")
         found.add_row("grace", _s(grace))
         found.add_row("duplicate window", _s(length))
-        found.add_row("retention", _s(retention))
+        found.add_row("retention", f"{_s(retention)} ({source})")
         out = console()
         out.print(found)
         if covered:

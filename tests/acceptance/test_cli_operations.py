@@ -287,6 +287,24 @@ def test_check_retention_fails_and_says_what_to_set_when_short() -> None:
     assert "NOT covered" in done.stdout and "at least 2840s" in done.stdout
 
 
+def test_check_retention_reads_the_retention_the_jobs_recorded(
+    store_url: str, namespace: str
+) -> None:
+    with Ledger(store_url, namespace=namespace, retention=timedelta(hours=1)) as ledger:
+        for n in range(3):
+            claimed(ledger.claim(f"k{n}")).commit(n)
+        claimed(ledger.claim("running"))
+    where = opts(store_url, namespace)
+    done = run("check-retention", *POLICY, "--task-timeout", "10m", *where, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["retention_seconds"] == 3600 and "3 finished jobs" in shown["retention_from"]
+    short = run("check-retention", *POLICY, "--task-timeout", "20m", *where)  # 4 x 1200 s
+    assert short.returncode == 1 and "at least 4940s" in short.stdout
+    empty = run("check-retention", "--task-timeout", "1m", *opts(store_url, namespace + "x"))
+    assert empty.returncode == 3 and "no finished job" in empty.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
