@@ -6,6 +6,7 @@ exactly one result, and answer what happened to any key. See the README and ``do
 
 from ._claim import AsyncClaim, Claim
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
+from ._duplicate_window import DuplicateWindow, RetryPolicy
 from ._errors import (
     ChecksumMismatch,
     ConfigError,
@@ -40,6 +41,7 @@ from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
 from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger
+from ._listing import JobList, JobSummary
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._memory_outputs import MemoryOutputStore
 from ._notices import DueNotice, Watch
@@ -94,6 +96,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DueNotice",
+    "DuplicateWindow",
     "ErrorInfo",
     "EventInfo",
     "HandedOff",
@@ -103,8 +106,10 @@ __all__ = [
     "InvalidResult",
     "JobFailed",
     "JobInProgress",
+    "JobList",
     "JobState",
     "JobStatus",
+    "JobSummary",
     "KeyConflict",
     "Ledger",
     "MemoryStore",
@@ -113,6 +118,7 @@ __all__ = [
     "OwnerInfo",
     "Replay",
     "ResolutionRefused",
+    "RetryPolicy",
     "ResultNotSerializable",
     "ResultTooLarge",
     "RillExecutorError",

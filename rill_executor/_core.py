@@ -7,6 +7,7 @@ claim outcomes, written rows or ``StaleAttempt``. The twins only await or call t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from ._decisions import (
     decide_claim,
     owned_by,
 )
+from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, StaleAttempt, StoreProtocolError, UsageError
 from ._keys import (
     fingerprint_of,
@@ -78,7 +80,7 @@ class LedgerConfig:
         namespace: str,
         lease: Seconds,
         retention: Seconds,
-        duplicate_window: Seconds | None,
+        duplicate_window: DuplicateWindow | Seconds | None,
         max_result_bytes: int,
     ) -> LedgerConfig:
         try:
@@ -92,14 +94,17 @@ class LedgerConfig:
                 f"retention ({retention_us / 1e6:g}s) must be longer than the lease"
                 f" ({lease_us / 1e6:g}s): a result must outlive the attempts that race for it"
             )
-        if duplicate_window is not None:
+        if isinstance(duplicate_window, DuplicateWindow):
+            duplicate_window.check(timedelta(microseconds=retention_us))
+        elif duplicate_window is not None:
             window_us = to_us(duplicate_window, "duplicate_window")
             if retention_us < window_us:
                 raise ConfigError(
                     f"retention ({retention_us / 1e6:g}s) is shorter than the engine's"
                     f" duplicate window ({window_us / 1e6:g}s: retry delays + timeouts +"
                     " late-callback grace). A duplicate arriving after the record is"
-                    " collected would run the work again; raise retention"
+                    " collected would run the work again; set retention to at least"
+                    f" {math.ceil(window_us / 1e6)}s"
                 )
         if not isinstance(max_result_bytes, int) or max_result_bytes <= 0:
             raise ConfigError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
@@ -116,7 +121,7 @@ class LedgerCore:
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     ) -> None:
         self.config = LedgerConfig.build(

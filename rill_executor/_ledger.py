@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
+from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, UsageError
 from ._events import encode_event
 from ._heartbeat import Heartbeats
@@ -32,14 +33,15 @@ from ._housekeeping import (
     verify_ref,
 )
 from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
-from ._keys import validate_store_id
+from ._keys import validate_result_version, validate_store_id
+from ._listing import JobList, check_query
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
 from ._resolution import NO_RESULT, refusal_of, resolution_request
-from ._store import AsyncStore, Store
+from ._store import AsyncStore, JobQuery, Store
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -86,7 +88,7 @@ class _LedgerBase:
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
@@ -130,6 +132,35 @@ class _LedgerBase:
         found = _Found([], [], [unknown_entry(self.namespace, store_id, o, now) for o in others])
         return jobs, found
 
+    def _query(
+        self,
+        state: JobState | str | tuple[JobState | str, ...] | None,
+        dangling: bool,
+        older_than: Seconds | None,
+        result_version: str | None,
+        after: str | None,
+        limit: int,
+    ) -> JobQuery:
+        wanted = () if state is None else (state,) if isinstance(state, str) else state
+        try:
+            states = tuple(JobState(s) for s in wanted)
+        except ValueError:
+            names = ", ".join(s.value for s in JobState)
+            raise UsageError(f"state must be one of {names}, got {state!r}") from None
+        return check_query(
+            JobQuery(
+                namespace=self.namespace,
+                states=states,
+                dangling=dangling,
+                idle_us=None if older_than is None else to_us(older_than, "older_than"),
+                result_version=None
+                if result_version is None
+                else validate_result_version(result_version),
+                after=after,
+                limit=limit,
+            )
+        )
+
     @property
     def namespace(self) -> str:
         return self._core.namespace
@@ -171,8 +202,9 @@ class Ledger(_LedgerBase):
 
     ``store`` is a ``Store`` or a URL for ``open_store``. ``lease`` is how long a claim lives
     without a heartbeat (store clock); ``retention`` how long finished records are kept at
-    least; ``duplicate_window``, if given, is the engine's longest gap between duplicates of
-    one task, and a retention shorter than it is refused.
+    least; ``duplicate_window``, if given, is how long after a task's first dispatch the
+    engine may still send a duplicate (a ``DuplicateWindow`` built from its retry policy, or
+    a duration), and a retention shorter than it is refused with ``ConfigError``.
     """
 
     def __init__(
@@ -182,7 +214,7 @@ class Ledger(_LedgerBase):
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
@@ -314,6 +346,23 @@ class Ledger(_LedgerBase):
         settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
         return self.store.settle_notice(notice.job_id, settlement)
 
+    def jobs(
+        self,
+        *,
+        state: JobState | str | tuple[JobState | str, ...] | None = None,
+        dangling: bool = False,
+        older_than: Seconds | None = None,
+        result_version: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> JobList:
+        """A page of this namespace's jobs, without their attempts: those in ``state`` (one
+        or several), ``dangling`` ones (``processing`` with the lease run out: the owner is
+        gone), those not updated for ``older_than``, of ``result_version``; every filter
+        given must hold. Pass the page's ``cursor`` as ``after`` for the next page."""
+        query = self._query(state, dangling, older_than, result_version, after, limit)
+        return JobList.build(self.store.list_jobs(query))
+
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
         outputs, job_id = self._output_store(), self._core.job_id(key)
@@ -426,7 +475,7 @@ class AsyncLedger(_LedgerBase):
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
         retention: Seconds = timedelta(days=7),
-        duplicate_window: Seconds | None = None,
+        duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
@@ -532,6 +581,19 @@ class AsyncLedger(_LedgerBase):
     ) -> bool:
         settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
         return await self.store.settle_notice(notice.job_id, settlement)
+
+    async def jobs(
+        self,
+        *,
+        state: JobState | str | tuple[JobState | str, ...] | None = None,
+        dangling: bool = False,
+        older_than: Seconds | None = None,
+        result_version: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> JobList:
+        query = self._query(state, dangling, older_than, result_version, after, limit)
+        return JobList.build(await self.store.list_jobs(query))
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)

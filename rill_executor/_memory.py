@@ -26,6 +26,7 @@ from ._decisions import (
     watched_row,
 )
 from ._events import appended_event
+from ._listing import listed
 from ._notices import leasable, lease_notice, settle_notice
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
@@ -33,6 +34,8 @@ from ._store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
@@ -182,6 +185,18 @@ class MemoryStore:
             self._jobs[job_id] = replace(job, notices=settled)
             return True
 
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        with self._lock:
+            now = self._now()
+            found = sorted(
+                (job_id, job)
+                for job_id, job in self._jobs.items()
+                if (query.after is None or job_id > query.after) and listed(job, query, now)
+            )
+        page = [job for _, job in found[: query.limit]]
+        more = len(found) > query.limit
+        return JobPage(page, page[-1].job_id if more else None, now)
+
     def close(self) -> None:
         pass
 
@@ -238,6 +253,9 @@ class AsyncMemoryStore:
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         return self.sync.settle_notice(job_id, settlement)
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        return self.sync.list_jobs(query)
 
     async def close(self) -> None:
         pass

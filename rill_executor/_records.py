@@ -129,6 +129,19 @@ class OwnerInfo(_View):
     lease_expires_at: datetime
     lease_left: timedelta  # negative once expired, on the store's clock
 
+    @classmethod
+    def of(cls, job: JobRow, now: int) -> OwnerInfo | None:
+        """The owner of a ``processing`` job, with its lease on the store's clock ``now``."""
+        if job.state is not JobState.PROCESSING or not job.owner_attempt or not job.lease_until:
+            return None
+        return cls(
+            attempt_id=job.owner_attempt,
+            fence=job.fence,
+            since=at_us(job.claimed_at or job.updated_at),
+            lease_expires_at=at_us(job.lease_until),
+            lease_left=timedelta(microseconds=job.lease_until - now),
+        )
+
 
 class OutputRef(_View):
     """An object an attempt wrote through ``claim.outputs.put``: what a result refers to."""
@@ -277,15 +290,6 @@ class JobStatus(_View):
     def build(
         cls, job: JobRow, attempts: list[AttemptRow], now: int, events: str = "[]"
     ) -> JobStatus:
-        owner = None
-        if job.state is JobState.PROCESSING and job.owner_attempt and job.lease_until:
-            owner = OwnerInfo(
-                attempt_id=job.owner_attempt,
-                fence=job.fence,
-                since=at_us(job.claimed_at or job.updated_at),
-                lease_expires_at=at_us(job.lease_until),
-                lease_left=timedelta(microseconds=job.lease_until - now),
-            )
         logged = EventInfo.many(events)
         return cls(
             namespace=job.namespace,
@@ -294,7 +298,7 @@ class JobStatus(_View):
             fence=job.fence,
             result_version=job.result_version,
             fingerprint=job.fingerprint,
-            owner=owner,
+            owner=OwnerInfo.of(job, now),
             result=None if job.result is None else json.loads(job.result),
             error=ErrorInfo.from_json(job.error),
             created_at=at_us(job.created_at),

@@ -29,6 +29,8 @@ __all__ = [
     "AttemptRef",
     "ClaimRequest",
     "Completion",
+    "JobPage",
+    "JobQuery",
     "LeasedNotice",
     "NoticeBatch",
     "NoticeSettlement",
@@ -128,6 +130,34 @@ class NoticeSettlement:
 
 
 @dataclass(frozen=True, slots=True)
+class JobQuery:
+    """Which jobs of ``namespace`` to list (``list_jobs``), one page at a time.
+
+    Every filter given must hold (see ``rill_executor.store.listed``): ``states``, one of
+    these states (empty: any); ``dangling``, ``processing`` with its lease run out on the
+    store's clock; ``idle_us``, not updated for at least that long; ``result_version``,
+    that version. ``after`` is the cursor the previous page returned (None: the first page).
+    """
+
+    namespace: str
+    states: tuple[JobState, ...] = ()
+    dangling: bool = False
+    idle_us: int | None = None
+    result_version: str | None = None
+    after: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of a listing: ``cursor`` asks for the next one, None after the last."""
+
+    jobs: list[JobRow]
+    cursor: str | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoreStatus:
     job: JobRow
     attempts: list[AttemptRow]
@@ -181,6 +211,14 @@ class Store(Protocol):
         """Settle a leased notice (``settle_notice``) if ``settlement.owner`` still holds its
         lease; False, writing nothing, otherwise."""
 
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        """A page of the namespace's jobs that ``query`` selects (``listed``), without
+        their attempts, and the cursor of the next page. Reads only; one round trip where
+        the store can (SQL: one statement ordered by job id, at most ``limit`` rows). A
+        store that can only scan (Redis) returns each scan step's matches whole, so a page
+        may hold a few more than ``limit`` jobs and a job changed during the listing may
+        appear twice; a job that matches throughout is listed at least once."""
+
     def close(self) -> None: ...
 
 
@@ -208,5 +246,7 @@ class AsyncStore(Protocol):
     ) -> NoticeBatch: ...
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool: ...
+
+    async def list_jobs(self, query: JobQuery) -> JobPage: ...
 
     async def close(self) -> None: ...

@@ -8,6 +8,8 @@ from ._store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     NoticeBatch,
     NoticeSettlement,
     Resolution,
@@ -56,6 +58,9 @@ class ThreadedAsyncStore:
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         return await asyncio.to_thread(self.sync.settle_notice, job_id, settlement)
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        return await asyncio.to_thread(self.sync.list_jobs, query)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

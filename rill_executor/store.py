@@ -17,8 +17,15 @@ from ._decisions import (
     registered_row,
     watched_row,
 )
-from ._errors import SchemaMissing, StoreError, StoreProtocolError, StoreUnavailable
+from ._errors import (
+    SchemaMissing,
+    StoreError,
+    StoreProtocolError,
+    StoreUnavailable,
+    UsageError,
+)
 from ._events import MAX_EVENTS, appended_event
+from ._listing import dangling, listed
 from ._notices import (
     NoticeStatus,
     add_watch,
@@ -43,6 +50,8 @@ from ._store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
@@ -61,6 +70,8 @@ __all__ = [
     "ClaimAction",
     "ClaimRequest",
     "Completion",
+    "JobPage",
+    "JobQuery",
     "JobRow",
     "JobState",
     "LeasedNotice",
@@ -77,12 +88,14 @@ __all__ = [
     "StoreProtocolError",
     "StoreStatus",
     "StoreUnavailable",
+    "UsageError",
     "WriteRejection",
     "add_watch",
     "appended_event",
     "check_resolve",
     "check_write",
     "claimed_row",
+    "dangling",
     "decide_claim",
     "ended_outputs",
     "finish_notices",
@@ -90,6 +103,7 @@ __all__ = [
     "heartbeat_row",
     "lease_notice",
     "leasable",
+    "listed",
     "notice_due",
     "registered_row",
     "replay_notice",

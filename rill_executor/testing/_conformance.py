@@ -45,6 +45,7 @@ from .._errors import (
     StoreUnavailable,
     TerminalError,
     UndecodableResult,
+    UsageError,
 )
 from .._events import MAX_EVENTS
 from .._housekeeping import ObjectState
@@ -168,9 +169,12 @@ class StoreConformance:
     For a store that lives inside one process, set ``multiprocess = False`` (the race then
     runs on threads) and ``test_sigstopped_zombie_is_fenced = None`` (a stopped process
     cannot share it; ``test_paused_attempt_is_fenced_in_process`` covers the zombie).
+    A store that lists jobs by scanning (Redis) sets ``exact_listing = False``: its pages
+    may hold more than ``limit`` jobs and, while its keyspace is resized, repeat a job.
     """
 
     multiprocess = True
+    exact_listing = True
 
     @pytest.fixture(params=["sync", "async"])
     def driver(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[LedgerDriver]:
@@ -1166,6 +1170,89 @@ class StoreConformance:
         for first, second in (("Key", "key"), ("ﬁle", "file"), ("é", "e\u0301")):
             one.claim(first).commit(first)
             assert is_claim(one.claim(second)), f"{first!r} and {second!r} became one job"
+
+    # -- listing a namespace's jobs -----------------------------------------------------------
+
+    def _listing_fixture(self, driver: LedgerDriver, namespace: str) -> DrivenLedger:
+        """Jobs in every state: done-1..3, failed (retryable), broken (terminal, version v2),
+        live (processing), stuck (processing, lease run out); and one job next door."""
+        ledger = driver.ledger(namespace, lease=30)
+        for n in (1, 2, 3):
+            ledger.claim(f"done-{n}", result_version="v1").commit(n)
+        ledger.claim("failed", result_version="v1").fail("disk full", retryable=True)
+        ledger.claim("broken", result_version="v2").fail("bad codec", retryable=False)
+        ledger.claim("live", result_version="v1")
+        stuck = ledger.claim("stuck", lease=0.2, result_version="v1")
+        driver.ledger(namespace + "x", lease=30).claim("done-1").commit("next door")
+        while (ledger.status("stuck") or stuck).owner.lease_left > timedelta(0):  # type: ignore[union-attr]
+            time.sleep(0.05)
+        return ledger
+
+    def _all_pages(self, ledger: DrivenLedger, *, limit: int, **filters: Any) -> list[str]:
+        keys: list[str] = []
+        cursor = None
+        for _ in range(100):
+            page = ledger.jobs(after=cursor, limit=limit, **filters)
+            keys += [job.key for job in page.jobs]
+            if self.exact_listing:
+                assert len(page.jobs) <= limit
+            if (cursor := page.cursor) is None:
+                if self.exact_listing:
+                    assert len(keys) == len(set(keys)), f"a job was listed twice: {keys}"
+                return keys
+        raise AssertionError("the listing never ended")
+
+    def test_jobs_lists_the_whole_namespace_page_by_page(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = self._listing_fixture(driver, namespace)
+        everything = {"done-1", "done-2", "done-3", "failed", "broken", "live", "stuck"}
+        keys = self._all_pages(ledger, limit=2)
+        assert set(keys) == everything  # every job, none of the namespace next door
+        page = ledger.jobs(limit=1000)
+        assert {job.key for job in page.jobs} == everything and page.cursor is None
+        stuck = next(job for job in page.jobs if job.key == "stuck")
+        assert stuck.dangling and stuck.owner is not None and stuck.owner.lease_left < timedelta(0)
+        assert not any(job.dangling for job in page.jobs if job.key != "stuck")
+        assert page.store_time.tzinfo is not None
+        empty = driver.ledger(namespace + "y", lease=30).jobs()
+        assert empty.jobs == () and empty.cursor is None
+
+    def test_jobs_filters_by_state_dangling_age_and_version(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = self._listing_fixture(driver, namespace)
+
+        def keys(**filters: Any) -> set[str]:
+            found = self._all_pages(ledger, limit=3, **filters)
+            return set(found)
+
+        assert keys(state="failed") == {"failed", "broken"}
+        assert keys(state=("succeeded", "failed"), result_version="v2") == {"broken"}
+        assert keys(state="processing") == {"live", "stuck"}
+        assert keys(dangling=True) == {"stuck"}  # the owner of "live" still has its lease
+        assert keys(result_version="v2") == {"broken"}
+        assert keys(older_than=timedelta(hours=1)) == set()
+        assert keys(older_than=timedelta(microseconds=1), state="succeeded") == {
+            "done-1", "done-2", "done-3"
+        }  # fmt: skip
+        failed = ledger.jobs(state="failed", limit=10).jobs
+        assert {job.error.message for job in failed if job.error} == {"disk full", "bad codec"}
+
+    def test_jobs_reads_only_and_refuses_bad_filters(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        calls: Counter[str] = Counter()
+        ledger = driver.ledger(namespace, lease=30, wrap=lambda store: _counting(store, calls))
+        ledger.claim("k").commit(1)
+        before = _stable(ledger.status("k"))
+        calls.clear()
+        ledger.jobs(limit=10)
+        assert calls == Counter(list_jobs=1)  # a page is one call of the port
+        for bad in ({"limit": 0}, {"limit": 1001}, {"state": "stuck"}, {"older_than": -1}):
+            with pytest.raises((UsageError, ConfigError)):
+                ledger.jobs(**bad)
+        assert _stable(ledger.status("k")) == before
 
     # -- lease_left counts down ----------------------------------------------------------------
     def test_in_progress_lease_left_counts_down(self, ledger: DrivenLedger) -> None:

@@ -26,15 +26,31 @@ from rill_executor.store import (
 )
 
 __all__ = [
+    "FIELD_NAMES",
     "JobNotices",
     "answer_from",
+    "job_from_fields",
     "job_notices_from",
     "leased_from",
     "settled_from",
     "status_from",
 ]
 
-_FIELDS = 20  # the FIELDS of common.lua, in that order
+# The FIELDS of common.lua, in that order.
+FIELD_NAMES = (
+    "ns", "key", "state", "fence", "owner", "claimed_at", "lease_until", "fp", "rv",
+    "result", "error", "retryable", "created_at", "updated_at", "finished_at", "retain_until",
+    "outputs", "origin", "watchers", "notices",
+)  # fmt: skip
+_FIELDS = len(FIELD_NAMES)
+
+
+def job_from_fields(job_id: str, values: list[str | None]) -> JobRow:
+    """The row from an ``HMGET`` of ``FIELD_NAMES`` (decoded; None where absent)."""
+    try:
+        return _job(job_id, list(values))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(job_id, values, exc) from exc
 
 
 def answer_from(job_id: str, reply: object) -> StoreAnswer:

@@ -30,6 +30,8 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     NoticeBatch,
     NoticeSettlement,
     Resolution,
@@ -41,8 +43,16 @@ from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
 from ._keys import IDENTITY, job_keys, outbox_keys
+from ._listing import MATCH, STEP, Scan, scan_reply, time_reply
 from ._outbox import ClusterPass, new_token, settled_update
-from ._rows import answer_from, job_notices_from, leased_from, settled_from, status_from
+from ._rows import (
+    FIELD_NAMES,
+    answer_from,
+    job_notices_from,
+    leased_from,
+    settled_from,
+    status_from,
+)
 from ._scripts import (
     Op,
     claim_args,
@@ -168,6 +178,32 @@ class RedisStore:
             keys = outbox_keys(namespace)
             self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
         return namespace is not None
+
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        """Scans (see ``_listing``): per step one ``SCAN`` and one pipelined read."""
+        client = self.client
+        cluster = isinstance(client, redis.cluster.RedisCluster)
+        with wrap_errors("list jobs", self.where):
+            nodes: list[Any] = (
+                sorted(client.get_primaries(), key=lambda n: n.name)  # type: ignore[no-untyped-call]
+                if isinstance(client, redis.cluster.RedisCluster)
+                else [None]
+            )
+            scan = Scan(query, len(nodes))
+            while (step := scan.step()) is not None:
+                node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                cursor, keys = scan_reply(
+                    self.client.scan(step[1], match=MATCH, count=STEP, **node)
+                )
+                pipe = self.client.pipeline(transaction=False)
+                if not cluster:
+                    pipe.time()
+                for key in keys:
+                    pipe.hmget(key, FIELD_NAMES)
+                replies = pipe.execute()
+                now = self.client.time(**node) if cluster else replies.pop(0)
+                scan.add(cursor, keys, replies, time_reply(now))
+        return scan.page()
 
     def close(self) -> None:
         self.client.close()
@@ -300,6 +336,32 @@ class AsyncRedisStore:
             keys = outbox_keys(namespace)
             await self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
         return namespace is not None
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        if not self._mapped:
+            await self._map_slots()
+        client = self.client
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        with wrap_errors("list jobs", self.where):
+            nodes: list[Any] = (
+                sorted(client.get_primaries(), key=lambda n: n.name)
+                if isinstance(client, redis.asyncio.cluster.RedisCluster)
+                else [None]
+            )
+            scan = Scan(query, len(nodes))
+            while (step := scan.step()) is not None:
+                node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                reply = await client.scan(step[1], match=MATCH, count=STEP, **node)
+                cursor, keys = scan_reply(reply)
+                pipe = client.pipeline(transaction=False)
+                if not cluster:
+                    pipe.time()
+                for key in keys:
+                    pipe.hmget(key, FIELD_NAMES)
+                replies = await pipe.execute()
+                now = await client.time(**node) if cluster else replies.pop(0)
+                scan.add(cursor, keys, replies, time_reply(now))
+        return scan.page()
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple, TypeAlias
 
-from sqlalchemy import Executable, bindparam, literal, select, update
+from sqlalchemy import Executable, and_, bindparam, literal, select, update
 
 from rill_executor.store import (
     AttemptOutcome,
@@ -27,6 +27,8 @@ from rill_executor.store import (
     ClaimAction,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     JobRow,
     JobState,
     LeasedNotice,
@@ -67,6 +69,7 @@ __all__ = [
     "heartbeat",
     "lease_notices",
     "record_event",
+    "list_jobs",
     "register_output",
     "resolve",
     "settle",
@@ -512,6 +515,63 @@ def record_event(dialect: SqlDialect, job_id: str, event: str) -> Flow:
     events = appended_event(_json_text(rows[0]["events"]), event, int(rows[0]["now"]))
     yield _write_events, _bound(dialect, {"b_job_id": job_id, "events": events})
     return True
+
+
+# Listed columns: the record without its history (the biggest column) and result.
+_LISTED = [c for c in jobs.columns if c.name not in ("attempts",)]
+
+
+@cache
+def _list_query(
+    dialect: SqlDialect, states: int, dangling: bool, idle: bool, version: bool, after: bool
+) -> Executable:
+    """One page in job id order. The one-row clock is joined to the jobs, so the store's
+    time comes back even with no job: one statement, whatever the page holds."""
+    clock = select(dialect.now.label("now")).subquery("clock")
+    where = [jobs.c.namespace == bindparam("namespace")]
+    if states:
+        where.append(jobs.c.state.in_([bindparam(f"state{i}") for i in range(states)]))
+    if dangling:
+        processing = JobState.PROCESSING.value
+        where += [jobs.c.state == processing, jobs.c.lease_until <= clock.c.now]
+    if idle:
+        where.append(jobs.c.updated_at <= clock.c.now - bindparam("idle_us"))
+    if version:
+        where.append(jobs.c.result_version == bindparam("result_version"))
+    if after:
+        where.append(jobs.c.job_id > bindparam("after"))
+    return (
+        select(clock.c.now, *_LISTED)
+        .select_from(clock.outerjoin(jobs, and_(*where)))
+        .order_by(jobs.c.job_id)
+        .limit(bindparam("limit"))
+    )
+
+
+def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
+    """A page of a namespace's jobs: one statement; one row more than the page says
+    whether another page follows."""
+    params: dict[str, Any] = {"namespace": query.namespace, "limit": query.limit + 1}
+    params |= {f"state{i}": state.value for i, state in enumerate(query.states)}
+    if query.idle_us is not None:
+        params["idle_us"] = query.idle_us
+    if query.result_version is not None:
+        params["result_version"] = query.result_version
+    if query.after is not None:
+        params["after"] = query.after
+    statement = _list_query(
+        dialect,
+        len(query.states),
+        query.dangling,
+        query.idle_us is not None,
+        query.result_version is not None,
+        query.after is not None,
+    )
+    rows = yield statement, params
+    now = int(rows[0]["now"])
+    found = [job_row(row) for row in rows if row["job_id"] is not None]
+    page = found[: query.limit]
+    return JobPage(page, page[-1].job_id if len(found) > query.limit else None, now)
 
 
 # -- the outbox: short transactions on every dialect --------------------------------------------

@@ -13,6 +13,8 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     NoticeBatch,
     NoticeSettlement,
     Resolution,
@@ -246,6 +248,9 @@ class SqlStore:
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         return self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
 
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        return self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -353,6 +358,9 @@ class AsyncSqlStore:
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         return await self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
+
+    async def list_jobs(self, query: JobQuery) -> JobPage:
+        return await self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
 
     async def close(self) -> None:
         await self._disposal.close()

@@ -31,6 +31,8 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    JobPage,
+    JobQuery,
     NoticeBatch,
     NoticeSettlement,
     Resolution,
@@ -255,6 +257,9 @@ class BlockingStore:
 
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         return self.portal.call(self.store.settle_notice(job_id, settlement))
+
+    def list_jobs(self, query: JobQuery) -> JobPage:
+        return self.portal.call(self.store.list_jobs(query))
 
     def close(self) -> None:
         self.portal.call(self.store.close())

@@ -119,6 +119,24 @@ def test_client_decided_stores_use_one_short_transaction(
     assert seen == fresh_claim + commit + replay
 
 
+def test_a_page_of_jobs_is_one_statement(url: str) -> None:
+    store = SqlStore(url)
+    ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
+    for n in range(3):
+        claim = ledger.claim(f"k{n}", result_version="v1")
+        assert isinstance(claim, Claim)
+        claim.commit(n)
+    seen = _statements(store)
+    first = ledger.jobs(limit=2)
+    assert len(first.jobs) == 2 and first.cursor is not None
+    last = ledger.jobs(limit=2, after=first.cursor, state="succeeded", result_version="v1")
+    assert len(last.jobs) == 1 and last.cursor is None
+    empty = ledger.jobs(dangling=True, older_than=60)
+    assert empty.jobs == () and empty.store_time.year >= 2024  # the clock comes back too
+    store.close()
+    assert seen == ["SELECT", "SELECT", "SELECT"], seen
+
+
 def test_schema_upgrade_is_idempotent_and_matches_the_metadata(url: str) -> None:
     store = SqlStore(url, upgrade=True)
     assert store.upgrade() == []

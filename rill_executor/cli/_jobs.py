@@ -1,0 +1,160 @@
+"""``status`` and ``attempts``: one job and its whole history, read in one round trip;
+``jobs``: a namespace's jobs, a page (one round trip on SQL) at a time."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from .._ledger import Ledger
+from .._records import JobState, JobStatus
+from ._main import CliError, ExitCode
+from ._options import duration_option, job_options, open_ledger
+from ._output import (
+    attempt_details,
+    attempts_table,
+    console,
+    echo_json,
+    job_table,
+    jobs_table,
+    notices_table,
+)
+
+__all__ = ["attempts", "jobs", "status"]
+
+_handler = click.option(
+    "--handler",
+    metavar="NAME",
+    help="A decorated handler's name: its jobs are stored as NAME/KEY (idempotent(name=…),"
+    " by default the handler's module and qualified name).",
+)
+
+
+def _found(ledger: Ledger, key: str, handler: str | None) -> JobStatus:
+    found = ledger.status(key, handler=handler)
+    if found is not None:
+        return found
+    scoped = f"{handler}/{key}" if handler else key
+    hint = (
+        "" if handler else "; a decorated handler's job is stored as NAME/KEY: pass --handler NAME"
+    )
+    raise CliError(
+        f"no job {scoped!r} in namespace {ledger.namespace!r} (check --namespace{hint})",
+        ExitCode.NOT_FOUND,
+    )
+
+
+@click.command()
+@click.argument("key")
+@_handler
+@job_options
+def status(key: str, handler: str | None, store: str, namespace: str, output: str) -> None:
+    """The job of KEY: state, owner and lease, result or error, every attempt, the
+    completion notices and their delivery."""
+    with open_ledger(store, namespace) as ledger:
+        job = _found(ledger, key, handler)
+    if output == "json":
+        echo_json(job.model_dump(mode="json"))
+        return
+    out = console()
+    out.print(job_table(job))
+    out.print(attempts_table(job))
+    if job.notices:
+        out.print(notices_table(job.notices))
+
+
+@click.command()
+@click.argument("key")
+@_handler
+@job_options
+def attempts(key: str, handler: str | None, store: str, namespace: str, output: str) -> None:
+    """Every attempt at KEY: its fence, times, outcome and error, what it answered (the
+    engine's dispatch) and the outputs it wrote, committed or not."""
+    with open_ledger(store, namespace) as ledger:
+        job = _found(ledger, key, handler)
+    if output == "json":
+        dumped = job.model_dump(mode="json")
+        echo_json(
+            {name: dumped[name] for name in ("namespace", "key", "state", "fence")}
+            | {"attempts": dumped["attempts"]}
+        )
+        return
+    out = console()
+    out.print(f"{job.key} ({job.namespace}): {job.state.value}, fence {job.fence}", soft_wrap=True)
+    for attempt in job.attempts:
+        for line in attempt_details(attempt):
+            out.print(line, soft_wrap=True)
+
+
+@click.command()
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([s.value for s in JobState]),
+    help="Only jobs in this state (repeat for several).",
+)
+@click.option("--failed", is_flag=True, help="Only failed jobs (as --state failed).")
+@click.option(
+    "--dangling",
+    is_flag=True,
+    help="Only processing jobs whose lease has run out: the owner died or is stuck.",
+)
+@duration_option("--older-than", help="Only jobs not updated for this long, e.g. 1h.")
+@click.option("--result-version", metavar="VERSION", help="Only jobs of this result version.")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Jobs a page."
+)
+@click.option("--cursor", metavar="CURSOR", help="Go on from a previous page's cursor.")
+@click.option("--all", "every", is_flag=True, help="Follow the cursor to the last page.")
+@job_options
+def jobs(
+    states: tuple[str, ...],
+    failed: bool,
+    dangling: bool,
+    older_than: timedelta | None,
+    result_version: str | None,
+    limit: int,
+    cursor: str | None,
+    every: bool,
+    store: str,
+    namespace: str,
+    output: str,
+) -> None:
+    """The namespace's jobs, a page at a time, with filters: by state, dangling, older
+    than, result version. Every filter given must hold."""
+    wanted = tuple(dict.fromkeys((*states, *(["failed"] if failed else []))))
+    filters: dict[str, Any] = {
+        "state": wanted or None,
+        "dangling": dangling,
+        "older_than": older_than,
+        "result_version": result_version,
+        "limit": limit,
+    }
+    with open_ledger(store, namespace) as ledger:
+        page = ledger.jobs(after=cursor, **filters)
+        found = list(page.jobs)
+        while every and page.cursor is not None:
+            page = ledger.jobs(after=page.cursor, **filters)
+            found += page.jobs
+        if not found and cursor is None and not ledger.jobs(limit=1).jobs:
+            raise CliError(
+                f"namespace {namespace!r} has no jobs in this store (check --namespace and"
+                " --store)",
+                ExitCode.NOT_FOUND,
+            )
+    if output == "json":
+        echo_json(
+            {
+                "jobs": [job.model_dump(mode="json") for job in found],
+                "cursor": page.cursor,
+                "store_time": page.store_time.isoformat(),
+            }
+        )
+        return
+    out = console()
+    out.print(jobs_table(found))
+    more = f"; next page: --cursor {page.cursor}" if page.cursor else ""
+    out.print(f"{len(found)} job{'s' if len(found) != 1 else ''}{more}", soft_wrap=True)

@@ -1,0 +1,231 @@
+"""Rendering: rich tables (colour only on a terminal, ``NO_COLOR`` respected) or JSON.
+
+rich draws the tables: it wraps long keys inside their cells instead of cutting them,
+detects whether stdout is a terminal, and honours ``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .._listing import JobSummary
+from .._records import AttemptInfo, JobState, JobStatus, NoticeInfo
+
+__all__ = [
+    "attempt_details",
+    "attempts_table",
+    "console",
+    "echo_json",
+    "job_table",
+    "jobs_table",
+    "notices_table",
+    "table",
+    "when",
+]
+
+STATE_STYLE = {
+    JobState.SUCCEEDED: "green",
+    JobState.FAILED: "red",
+    JobState.PROCESSING: "yellow",
+}
+OUTCOME_STYLE = {
+    "succeeded": "green",
+    "failed": "red",
+    "running": "yellow",
+    "expired": "magenta",
+    "fenced": "magenta",
+    "abandoned": "magenta",
+    "delivered": "green",
+    "dropped": "red",
+    "pending": "yellow",
+}
+
+
+def console() -> Console:
+    # Not a terminal (a pipe, a file): wide enough that a table rarely folds.
+    found = Console(highlight=False)
+    return found if found.is_terminal else Console(highlight=False, width=160)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def table(*columns: str, title: str | None = None) -> Table:
+    found = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", title_style="bold")
+    for column in columns:
+        found.add_column(column, overflow="fold")
+    return found
+
+
+def when(at: datetime | None) -> str:
+    return "-" if at is None else at.isoformat(sep=" ", timespec="milliseconds")
+
+
+def seconds(span: timedelta) -> str:
+    return f"{span.total_seconds():.3f}s"
+
+
+def styled(value: str, style: str | None = None) -> Text:
+    return Text(value, style=style or OUTCOME_STYLE.get(value, ""))
+
+
+def compact(value: Any) -> str:
+    return "-" if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def owner_line(status: JobStatus) -> Text:
+    owner = status.owner
+    if owner is None:
+        return Text("-")
+    line = f"attempt {owner.attempt_id}, fence {owner.fence}, since {when(owner.since)}, "
+    if owner.lease_left.total_seconds() > 0:
+        return Text(line + f"lease {seconds(owner.lease_left)} left", style="yellow")
+    return Text(
+        line + f"lease ran out {seconds(-owner.lease_left)} ago: dangling", style="bold red"
+    )
+
+
+def job_table(status: JobStatus) -> Table:
+    found = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+    found.add_column(style="bold")
+    found.add_column(overflow="fold")
+    error = status.error
+    rows: list[tuple[str, str | Text]] = [
+        ("namespace", status.namespace),
+        ("key", status.key),
+        ("state", styled(status.state.value, STATE_STYLE[status.state])),
+        ("fence", str(status.fence)),
+        ("result version", status.result_version or "-"),
+        ("fingerprint", status.fingerprint),
+        ("owner", owner_line(status)),
+        ("result", compact(status.result)),
+        (
+            "error",
+            "-"
+            if error is None
+            else styled(
+                f"{error.type}: {error.message} ({'retryable' if error.retryable else 'terminal'})",
+                "red",
+            ),
+        ),
+        ("created", when(status.created_at)),
+        ("updated", when(status.updated_at)),
+        ("finished", when(status.finished_at)),
+        ("retain until", when(status.retain_until)),
+        ("store time", when(status.store_time)),
+    ]
+    for ref in status.outputs:
+        rows.append(("output", f"{ref.name}: {ref.uri} ({ref.size} bytes, sha256 {ref.sha256})"))
+    for watch, target in status.watchers.items():
+        rows.append(("waiting", f"{watch} -> {compact(target)}"))
+    for name, value in rows:
+        found.add_row(name, value)
+    return found
+
+
+def attempts_table(status: JobStatus) -> Table:
+    found = table(
+        "fence", "attempt", "started", "ended", "outcome", "error",
+        title=f"attempts ({len(status.attempts)})",
+    )  # fmt: skip
+    for a in status.attempts:
+        error = "-" if a.error is None else f"{a.error.type}: {a.error.message}"
+        found.add_row(
+            str(a.fence),
+            a.attempt_id,
+            when(a.started_at),
+            when(a.ended_at),
+            styled(a.outcome.value),
+            error,
+        )
+    return found
+
+
+def attempt_details(attempt: AttemptInfo) -> list[Text]:
+    """One attempt in full, a line each: what it answered, its error, its outputs."""
+    lines = [
+        Text.assemble(
+            (f"fence {attempt.fence}", "bold"),
+            f"  attempt {attempt.attempt_id}  ",
+            styled(attempt.outcome.value),
+            f"  {when(attempt.started_at)} -> {when(attempt.ended_at)}",
+        ),
+        Text(f"  origin  {compact(attempt.origin)}"),
+    ]
+    if attempt.error is not None:
+        error = attempt.error
+        kind = "retryable" if error.retryable else "terminal"
+        lines.append(Text(f"  error   {error.type}: {error.message} ({kind})", style="red"))
+    for o in attempt.outputs:
+        state = "committed" if o.committed else "uncommitted"
+        size = "not written" if o.size is None else f"{o.size} bytes, sha256 {o.sha256}"
+        lines.append(Text(f"  output  {o.name} ({state}) {o.uri} ({size})"))
+    return lines
+
+
+def notices_table(notices: tuple[NoticeInfo, ...]) -> Table:
+    found = table(
+        "notice",
+        "watch",
+        "fence",
+        "reports",
+        "status",
+        "tries",
+        "due",
+        "last answer",
+        "settled",
+        title=f"notices ({len(notices)})",
+    )
+    for n in notices:
+        answer = " ".join(part for part in (n.outcome, n.detail) if part) or "-"
+        found.add_row(
+            n.id,
+            n.watch,
+            str(n.fence),
+            styled(n.state.value, STATE_STYLE[n.state]),
+            styled(n.status),
+            str(n.attempts),
+            when(n.due),
+            answer,
+            when(n.settled_at),
+        )
+    return found
+
+
+def jobs_table(jobs: list[JobSummary]) -> Table:
+    found = table("key", "state", "fence", "version", "updated", "owner", "error", "notices")
+    for job in jobs:
+        state = (
+            styled("dangling", "bold red")
+            if job.dangling
+            else styled(job.state.value, STATE_STYLE[job.state])
+        )
+        owner = "-"
+        if job.owner is not None:
+            left = job.owner.lease_left
+            owner = f"{job.owner.attempt_id} (" + (
+                f"lease {seconds(left)} left)" if left.total_seconds() > 0
+                else f"lease ran out {seconds(-left)} ago)"
+            )  # fmt: skip
+        error = "-" if job.error is None else f"{job.error.type}: {job.error.message}"
+        pending = f"{job.pending_notices} pending" if job.pending_notices else "-"
+        found.add_row(
+            job.key,
+            state,
+            str(job.fence),
+            job.result_version or "-",
+            when(job.updated_at),
+            owner,
+            error,
+            pending,
+        )
+    return found
