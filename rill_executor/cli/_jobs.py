@@ -17,14 +17,15 @@ from ._output import (
     attempts_table,
     console,
     echo_json,
+    events_table,
     job_table,
     jobs_table,
     notices_table,
 )
 
-__all__ = ["attempts", "jobs", "status"]
+__all__ = ["attempts", "found_job", "handler_option", "jobs", "status"]
 
-_handler = click.option(
+handler_option = _handler = click.option(
     "--handler",
     metavar="NAME",
     help="A decorated handler's name: its jobs are stored as NAME/KEY (idempotent(name=…),"
@@ -32,7 +33,7 @@ _handler = click.option(
 )
 
 
-def _found(ledger: Ledger, key: str, handler: str | None) -> JobStatus:
+def found_job(ledger: Ledger, key: str, handler: str | None) -> JobStatus:
     found = ledger.status(key, handler=handler)
     if found is not None:
         return found
@@ -54,7 +55,7 @@ def status(key: str, handler: str | None, store: str, namespace: str, output: st
     """The job of KEY: state, owner and lease, result or error, every attempt, the
     completion notices and their delivery."""
     with open_ledger(store, namespace) as ledger:
-        job = _found(ledger, key, handler)
+        job = found_job(ledger, key, handler)
     if output == "json":
         echo_json(job.model_dump(mode="json"))
         return
@@ -63,6 +64,8 @@ def status(key: str, handler: str | None, store: str, namespace: str, output: st
     out.print(attempts_table(job))
     if job.notices:
         out.print(notices_table(job.notices))
+    if job.events:
+        out.print(events_table(job.events))
 
 
 @click.command()
@@ -73,7 +76,7 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
     """Every attempt at KEY: its fence, times, outcome and error, what it answered (the
     engine's dispatch) and the outputs it wrote, committed or not."""
     with open_ledger(store, namespace) as ledger:
-        job = _found(ledger, key, handler)
+        job = found_job(ledger, key, handler)
     if output == "json":
         dumped = job.model_dump(mode="json")
         echo_json(

@@ -26,6 +26,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2  # a bad option, argument, store URL or configuration; nothing was touched
     NOT_FOUND = 3  # no such job in that namespace (or no store at that path)
     STORE = 4  # the store could not be reached, has no schema, or failed: try again later
+    REFUSED = 5  # the job's state refused the change (resolve on a live lease); nothing written
 
 
 class CliError(Exception):
@@ -73,7 +74,8 @@ def main() -> None:
 
     Every command that reads a store takes --store URL (or RILL_STORE) and --namespace
     (or RILL_NAMESPACE), prints tables (-o text) or JSON (-o json), and exits with
-    0 ok, 1 check failed, 2 bad usage, 3 not found, 4 store unavailable or failing.
+    0 ok, 1 check failed, 2 bad usage, 3 not found, 4 store unavailable or failing,
+    5 refused by the job's state (resolve on a live lease without --force).
     """
 
 
@@ -97,10 +99,11 @@ def demo(store: str | None, lease: float) -> None:
 def _register() -> None:
     from ._jobs import attempts, jobs, status
     from ._notices import deliver
+    from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, check_retention, deliver, schema):
+    for command in (status, attempts, jobs, resolve, check_retention, deliver, schema):
         main.add_command(command)
 
 

@@ -17,13 +17,14 @@ from rich.table import Table
 from rich.text import Text
 
 from .._listing import JobSummary
-from .._records import AttemptInfo, JobState, JobStatus, NoticeInfo
+from .._records import AttemptInfo, EventInfo, JobState, JobStatus, NoticeInfo
 
 __all__ = [
     "attempt_details",
     "attempts_table",
     "console",
     "echo_json",
+    "events_table",
     "job_table",
     "jobs_table",
     "notices_table",
@@ -170,6 +171,27 @@ def attempt_details(attempt: AttemptInfo) -> list[Text]:
         size = "not written" if o.size is None else f"{o.size} bytes, sha256 {o.sha256}"
         lines.append(Text(f"  output  {o.name} ({state}) {o.uri} ({size})"))
     return lines
+
+
+def events_table(events: tuple[EventInfo, ...]) -> Table:
+    """The job's event log: refused tokens, resolutions (who, why, the state before)."""
+    found = table("at", "event", "by", "attempt", "fence", "reason", "detail", title="events")
+    for e in events:
+        before = (e.data or {}).get("before")
+        detail = e.detail or "-"
+        if before is not None:
+            forced = ", forced" if (e.data or {}).get("force") else ""
+            detail += f" (was {before['state']} at fence {before['fence']}{forced})"
+        found.add_row(
+            when(e.at),
+            styled(e.kind, "magenta"),
+            e.actor or "-",
+            e.attempt_id or "-",
+            "-" if e.fence is None else str(e.fence),
+            e.reason or "-",
+            detail,
+        )
+    return found
 
 
 def notices_table(notices: tuple[NoticeInfo, ...]) -> Table:

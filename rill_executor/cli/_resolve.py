@@ -1,0 +1,103 @@
+"""``resolve``: an operator's decision on one job, fenced and recorded with reason and actor."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from .._errors import ResolutionRefused
+from .._resolution import NO_RESULT, default_actor
+from ._jobs import found_job, handler_option
+from ._main import CliError, ExitCode
+from ._options import job_options, open_ledger
+from ._output import console, echo_json, events_table, job_table
+
+__all__ = ["resolve"]
+
+
+def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return NO_RESULT
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        example = '\'{"uri": "s3://…"}\''
+        raise click.BadParameter(f"not JSON ({exc}); quote it, e.g. {example}") from None
+
+
+@click.command()
+@click.argument("key")
+@click.option(
+    "--reuse", "action", flag_value="reuse", help="Keep the committed result (or --result)."
+)
+@click.option("--redo", "action", flag_value="redo", help="Make the next claim run the work again.")
+@click.option("--terminate", "action", flag_value="terminate", help="Record a terminal failure.")
+@click.option("--reason", required=True, help="Why: recorded with the change (required).")
+@click.option(
+    "--actor",
+    default=default_actor,
+    show_default="the OS user at this host",
+    help="Who decides: recorded with the change.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Act on a job whose lease is live: its running attempt is fenced off (recorded).",
+)
+@click.option(
+    "--result",
+    metavar="JSON",
+    callback=_json,
+    help="With --reuse: the result to commit, as JSON, when there is none to keep.",
+)
+@handler_option
+@job_options
+def resolve(
+    key: str,
+    action: str | None,
+    reason: str,
+    actor: str,
+    force: bool,
+    result: Any,
+    handler: str | None,
+    store: str,
+    namespace: str,
+    output: str,
+) -> None:
+    """Decide KEY's job by hand: --reuse, --redo or --terminate, with --reason.
+
+    The fence is bumped, so an attempt still running (a zombie) can never commit; the
+    change is recorded in the job's event log with who, why, when and the state before.
+    A job whose lease is live is refused (exit 5) unless --force.
+    """
+    if action is None:
+        raise click.UsageError("say what to do: --reuse, --redo or --terminate")
+    with open_ledger(store, namespace) as ledger:
+        before = found_job(ledger, key, handler)
+        try:
+            after = ledger.resolve(
+                key,
+                action,
+                reason=reason,
+                actor=actor,
+                force=force,
+                result=result,
+                handler=handler,
+            )
+        except ResolutionRefused as exc:
+            code = ExitCode.NOT_FOUND if exc.reason == "missing" else ExitCode.REFUSED
+            raise CliError(str(exc), code) from exc
+    if output == "json":
+        echo_json(
+            {"resolved": action, "fence_before": before.fence, **after.model_dump(mode="json")}
+        )
+        return
+    out = console()
+    out.print(
+        f"{action}: fence {before.fence} -> {after.fence}; no earlier attempt can write again",
+        soft_wrap=True,
+    )
+    out.print(job_table(after))
+    out.print(events_table(after.events))
