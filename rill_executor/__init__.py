@@ -6,6 +6,7 @@ exactly one result, and answer what happened to any key. See the README and ``do
 
 from ._claim import AsyncClaim, Claim
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
+from ._drill import DrillFinding, DrillReport
 from ._duplicate_window import DuplicateWindow, RetryPolicy
 from ._errors import (
     ChecksumMismatch,
@@ -95,6 +96,8 @@ __all__ = [
     "ClaimOutcome",
     "ConfigError",
     "Conflict",
+    "DrillFinding",
+    "DrillReport",
     "DueNotice",
     "DuplicateWindow",
     "ErrorInfo",

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._core import LedgerCore, Seconds, to_us
+from ._drill import Drill, DrillReport
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, UsageError
 from ._events import encode_event
@@ -363,6 +364,32 @@ class Ledger(_LedgerBase):
         query = self._query(state, dangling, older_than, result_version, after, limit)
         return JobList.build(self.store.list_jobs(query))
 
+    def drill(self, *, page: int = 200) -> DrillReport:
+        """The drill report of this namespace: every job's record checked against the
+        invariants (``broken`` must be empty) and the recovery counted: dangling jobs,
+        attempts, takeovers, refused writes, resolutions, notices and, with an output store,
+        orphan outputs. Reads every job: a page of the listing, then each status."""
+        drill, after = Drill(self.namespace, self.retention), None
+        while True:
+            listed = self.jobs(after=after, limit=page)
+            for job in listed.jobs:
+                if (status := self.status(job.key)) is not None:
+                    drill.add(status)
+            if (after := listed.cursor) is None:
+                break
+        if self.outputs is not None:
+            objects, store_id = list(self.outputs.list(f"{self.namespace}/")), self.store.store_id()
+            folders, _ = self._sorted(store_id, objects)
+            drill.add_outputs(
+                [
+                    self._audit(
+                        store_id, job_id, self._core.status(self.store.status(job_id)), found
+                    )
+                    for job_id, found in folders.items()
+                ]
+            )
+        return drill.report(listed.store_time)
+
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
         outputs, job_id = self._output_store(), self._core.job_id(key)
@@ -594,6 +621,27 @@ class AsyncLedger(_LedgerBase):
     ) -> JobList:
         query = self._query(state, dangling, older_than, result_version, after, limit)
         return JobList.build(await self.store.list_jobs(query))
+
+    async def drill(self, *, page: int = 200) -> DrillReport:
+        drill, after = Drill(self.namespace, self.retention), None
+        while True:
+            listed = await self.jobs(after=after, limit=page)
+            for job in listed.jobs:
+                if (status := await self.status(job.key)) is not None:
+                    drill.add(status)
+            if (after := listed.cursor) is None:
+                break
+        if self.outputs is not None:
+            outputs = self.outputs
+            objects = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
+            store_id = await self.store.store_id()
+            folders, _ = self._sorted(store_id, objects)
+            audits = []
+            for job_id, found in folders.items():
+                status = self._core.status(await self.store.status(job_id))
+                audits.append(self._audit(store_id, job_id, status, found))
+            drill.add_outputs(audits)
+        return drill.report(listed.store_time)
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)

@@ -22,7 +22,8 @@ class ExitCode(enum.IntEnum):
     """The exit statuses of every command (documented in docs/operations.md)."""
 
     OK = 0
-    CHECK_FAILED = 1  # the command ran and found a problem (check-retention: too short)
+    CHECK_FAILED = 1  # the command ran and found a problem (too short a retention, a broken
+    # invariant, a notice still pending)
     USAGE = 2  # a bad option, argument, store URL or configuration; nothing was touched
     NOT_FOUND = 3  # no such job in that namespace (or no store at that path)
     STORE = 4  # the store could not be reached, has no schema, or failed: try again later
@@ -97,13 +98,14 @@ def demo(store: str | None, lease: float) -> None:
 
 
 def _register() -> None:
+    from ._audit import audit
     from ._jobs import attempts, jobs, status
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, resolve, check_retention, deliver, schema):
+    for command in (status, attempts, jobs, resolve, audit, check_retention, deliver, schema):
         main.add_command(command)
 
 

@@ -932,6 +932,32 @@ class StoreConformance:
                 ledger.resolve("k", **options)
         assert _stable(ledger.status("k")) == before
 
+    def test_the_drill_report_of_a_healthy_namespace_is_clean_and_counts_the_recovery(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=30)
+        ledger.claim("done").commit("r")
+        ledger.resolve("done", "redo", reason="re-encode")  # a second result, on the record
+        ledger.claim("done").commit("r3")
+        zombie = ledger.claim("taken", lease=0.2)
+        ledger.claim("dangling", lease=0.2)
+        ledger.claim("stuck", lease=0.2)
+        ledger.claim("watched", watch=Watch("task", {"url": "u"})).commit("x")
+        time.sleep(0.3)
+        ledger.claim("taken").commit("r2")
+        ledger.resolve("stuck", "terminate", reason="source deleted")
+        ledger.record_event(
+            "taken", "token_refused", attempt_id=zombie.attempt_id, fence=1, reason="superseded"
+        )
+        report = ledger.drill(page=2)
+        assert report.ok and report.broken == ()
+        assert (report.jobs, report.states) == (5, {"failed": 1, "processing": 1, "succeeded": 3})
+        assert (report.dangling, report.dangling_count) == (("dangling",), 1)
+        assert (report.attempts, report.max_attempts, report.takeovers) == (7, 2, 1)
+        assert (report.refused_writes, report.resolutions) == (1, 2)
+        assert (report.notices_pending, report.notices_dropped) == (1, 0)
+        assert report.orphan_outputs is None  # no output store
+
     # -- the outbox: completion notices written by the fenced finish (invariant 8) ----------
 
     def test_the_attempt_history_keeps_what_each_attempt_answered(

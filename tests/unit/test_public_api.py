@@ -23,6 +23,8 @@ def test_public_names_are_pinned() -> None:
         "CollectReport",
         "ConfigError",
         "Conflict",
+        "DrillFinding",
+        "DrillReport",
         "DueNotice",
         "DuplicateWindow",
         "ErrorInfo",

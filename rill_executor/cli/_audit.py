@@ -1,0 +1,87 @@
+"""``audit``: the drill report of a namespace — every job's record checked against the
+invariants, and the recovery counted (see ``rill_executor._drill``)."""
+
+from __future__ import annotations
+
+import click
+
+from .._drill import DrillReport
+from .._ledger import Ledger
+from ._main import CliError, ExitCode
+from ._options import job_options, refuse_missing_file
+from ._output import console, echo_json, styled, table, when
+
+__all__ = ["audit"]
+
+
+def _counts(report: DrillReport) -> list[tuple[str, str]]:
+    states = ", ".join(f"{n} {state}" for state, n in report.states.items()) or "none"
+    rows = [
+        ("jobs", f"{report.jobs} ({states})"),
+        ("dangling", str(report.dangling_count)),
+        ("attempts", f"{report.attempts} (at most {report.max_attempts} for one job)"),
+        ("takeovers", str(report.takeovers)),
+        ("refused writes", str(report.refused_writes)),
+        ("manual resolutions", str(report.resolutions)),
+        ("notices pending", str(report.notices_pending)),
+        ("notices dropped", str(report.notices_dropped)),
+        ("notices sent more than once", str(report.notices_retried)),
+    ]
+    if report.orphan_outputs is None:
+        rows.append(("orphan outputs", "not checked (no --outputs)"))
+    else:
+        rows.append(("orphan outputs", f"{report.orphan_outputs} ({report.orphan_bytes} bytes)"))
+    return rows
+
+
+def _print(report: DrillReport) -> None:
+    out = console()
+    summary = table("", "", title=f"namespace {report.namespace} at {when(report.store_time)}")
+    for name, value in _counts(report):
+        summary.add_row(name, value)
+    out.print(summary)
+    if report.dangling:
+        out.print("dangling: " + ", ".join(report.dangling))
+    if not report.broken:
+        out.print(styled("every invariant holds", "green"))
+        return
+    broken = table("key", "invariant", "detail", title="broken invariants")
+    for finding in report.broken:
+        broken.add_row(finding.key, styled(finding.invariant, "red"), finding.detail)
+    out.print(broken)
+
+
+@click.command()
+@click.option(
+    "--outputs",
+    envvar="RILL_OUTPUTS",
+    show_envvar=True,
+    metavar="URL",
+    help="Output store URL (e.g. s3://bucket/prefix): also count orphan output objects.",
+)
+@click.option(
+    "--page",
+    type=click.IntRange(1, 10_000),
+    default=200,
+    show_default=True,
+    help="Jobs listed per page.",
+)
+@job_options
+def audit(outputs: str | None, page: int, store: str, namespace: str, output: str) -> None:
+    """The namespace's drill report: each job's record checked against the invariants
+    (one committed result, increasing fences, one owner, notices that match the outcome
+    that won, each delivered once) and the recovery counted. Exits 1 if an invariant is
+    broken. Reads every job: one listing page, then one status read per job."""
+    refuse_missing_file(store)
+    with Ledger(store, namespace=namespace, outputs=outputs) as ledger:
+        report = ledger.drill(page=page)
+    if output == "json":
+        echo_json(report.model_dump(mode="json") | {"ok": report.ok})
+    else:
+        _print(report)
+    if not report.ok:
+        raise CliError(
+            f"{len(report.broken)} broken invariant(s) in namespace {namespace!r}:"
+            " see each job with `rill-executor status KEY`",
+            ExitCode.CHECK_FAILED,
+        )

@@ -1,0 +1,206 @@
+"""``rill-executor audit``, the installed command in a subprocess, on SQLite, PostgreSQL and
+Redis: clean on a healthy namespace; each invariant reported when a record is edited
+behind the library's back, as a bug or a hand edit in the database would."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+from sqlalchemy import create_engine, text
+
+from rill_executor import Ledger, Watch
+from rill_executor._keys import job_id
+
+from .test_cli_operations import claimed, expire, ledger, namespace, opts, run, store_url
+
+__all__ = ["ledger", "namespace", "store_url"]  # fixtures, shared
+
+
+class Raw(Protocol):
+    """One job's record, read and written without the library."""
+
+    def attempts(self, job: str) -> list[dict[str, Any]]: ...
+    def set_attempt(self, job: str, fence: int, **fields: Any) -> None: ...
+    def add_attempt(self, job: str, entry: dict[str, Any]) -> None: ...
+    def set_fence(self, job: str, fence: int) -> None: ...
+    def notices(self, job: str) -> list[dict[str, Any]]: ...
+    def set_notices(self, job: str, notices: list[dict[str, Any]]) -> None: ...
+
+
+def _loaded(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class SqlRaw:
+    def __init__(self, url: str) -> None:
+        self.engine = create_engine(url)
+        self.json = "CAST(:v AS jsonb)" if url.startswith("postgresql") else ":v"
+
+    def _get(self, job: str, column: str) -> Any:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                text(f"SELECT {column} FROM rill_jobs WHERE job_id = :id"), {"id": job}
+            ).one()
+        return _loaded(row[0])
+
+    def _set(self, job: str, column: str, value: Any, as_json: bool = True) -> None:
+        param = self.json if as_json else ":v"
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(f"UPDATE rill_jobs SET {column} = {param} WHERE job_id = :id"),
+                {"id": job, "v": json.dumps(value) if as_json else value},
+            )
+
+    def attempts(self, job: str) -> list[dict[str, Any]]:
+        return list(self._get(job, "attempts"))
+
+    def set_attempt(self, job: str, fence: int, **fields: Any) -> None:
+        entries = [e | fields if e["fence"] == fence else e for e in self.attempts(job)]
+        self._set(job, "attempts", entries)
+
+    def add_attempt(self, job: str, entry: dict[str, Any]) -> None:
+        self._set(job, "attempts", [*self.attempts(job), entry])
+
+    def set_fence(self, job: str, fence: int) -> None:
+        self._set(job, "fence", fence, as_json=False)
+
+    def notices(self, job: str) -> list[dict[str, Any]]:
+        return list(self._get(job, "notices"))
+
+    def set_notices(self, job: str, notices: list[dict[str, Any]]) -> None:
+        self._set(job, "notices", notices)
+
+
+class RedisRaw:
+    """The job hash and its history hash (``<fence>:<part>`` fields), see the adapter's
+    ``_keys``."""
+
+    _PARTS: ClassVar[dict[str, str]] = {
+        "attempt_id": "id",
+        "started_at": "start",
+        "ended_at": "end",
+        "outcome": "outcome",
+    }
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        url = urlunsplit(parts._replace(query=""))
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+
+    def attempts(self, job: str) -> list[dict[str, Any]]:
+        fields: dict[str, str] = self.client.hgetall(f"rill:{{{job}}}:attempts")  # type: ignore[assignment]
+        fences = sorted({int(k.split(":")[0]) for k in fields if ":" in k})
+        return [{"fence": f, "outcome": fields[f"{f}:outcome"]} for f in fences]
+
+    def set_attempt(self, job: str, fence: int, **fields: Any) -> None:
+        for name, value in fields.items():
+            self.client.hset(f"rill:{{{job}}}:attempts", f"{fence}:{self._PARTS[name]}", str(value))
+
+    def add_attempt(self, job: str, entry: dict[str, Any]) -> None:
+        rest = {k: v for k, v in entry.items() if k in self._PARTS}
+        self.set_attempt(job, entry["fence"], **rest)
+
+    def set_fence(self, job: str, fence: int) -> None:
+        self.client.hset(f"rill:{{{job}}}:job", "fence", str(fence))
+
+    def notices(self, job: str) -> list[dict[str, Any]]:
+        return list(json.loads(self.client.hget(f"rill:{{{job}}}:job", "notices") or "[]"))
+
+    def set_notices(self, job: str, notices: list[dict[str, Any]]) -> None:
+        self.client.hset(f"rill:{{{job}}}:job", "notices", json.dumps(notices))
+
+
+@pytest.fixture
+def raw(store_url: str) -> Iterator[Raw]:
+    if store_url.startswith("redis"):
+        found = RedisRaw(store_url)
+        yield found
+        found.client.close()
+    else:
+        sql = SqlRaw(store_url)
+        yield sql
+        sql.engine.dispose()
+
+
+def audit(store_url: str, namespace: str, *extra: str) -> tuple[int, dict[str, Any]]:
+    done = run("audit", *opts(store_url, namespace), "-o", "json", *extra)
+    return done.returncode, json.loads(done.stdout)
+
+
+def healthy(ledger: Ledger) -> None:
+    """A namespace after a drill: a takeover, a redo by hand, a dangling job, notices."""
+    claimed(ledger.claim("done")).commit("r")
+    ledger.resolve("done", "redo", reason="re-encode", actor="ops")
+    claimed(ledger.claim("done")).commit("r2")
+    expire(ledger, "taken")
+    claimed(ledger.claim("taken")).commit("r")
+    expire(ledger, "dangling")
+    claimed(ledger.claim("watched", watch=Watch("task", {"url": "http://e/"}))).commit("x")
+
+
+def test_a_healthy_namespace_audits_clean_and_counts_the_recovery(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    healthy(ledger)
+    code, report = audit(store_url, namespace)
+    assert (code, report["ok"], report["broken"]) == (0, True, [])
+    assert report["jobs"] == 4 and report["states"] == {"processing": 1, "succeeded": 3}
+    assert (report["dangling"], report["takeovers"], report["resolutions"]) == (["dangling"], 1, 1)
+    assert (report["attempts"], report["max_attempts"], report["notices_pending"]) == (6, 2, 1)
+    text_run = run("audit", *opts(store_url, namespace))
+    assert text_run.returncode == 0 and "every invariant holds" in text_run.stdout
+
+
+def test_each_broken_invariant_is_reported_and_exits_1(
+    store_url: str, namespace: str, ledger: Ledger, raw: Raw
+) -> None:
+    healthy(ledger)
+    for key in ("replaced", "fence", "owner"):
+        claimed(ledger.claim(key)).commit("r")
+    for key in ("notice", "twice"):
+        claimed(ledger.claim(key, watch=Watch("task", {"url": "http://e/"}))).commit("r")
+    assert audit(store_url, namespace)[0] == 0
+    jid = {key: job_id(namespace, key) for key in ("replaced", "fence", "owner", "notice", "twice")}
+    now = int(time.time() * 1_000_000)
+    # A second result committed under a new fence while the first was retained.
+    raw.set_fence(jid["replaced"], 2)
+    second = {"attempt_id": "forged", "started_at": now, "ended_at": now, "outcome": "succeeded"}
+    raw.add_attempt(jid["replaced"], {"fence": 2, "error": None, **second})
+    # The job's fence went backwards below an attempt's.
+    raw.set_fence(jid["fence"], 0)
+    # An attempt still running on a finished job.
+    raw.set_attempt(jid["owner"], 1, outcome="running")
+    # A notice reporting an outcome that did not win its fence.
+    raw.set_notices(jid["notice"], [n | {"state": "failed"} for n in raw.notices(jid["notice"])])
+    # One outcome delivered twice to the same watch.
+    [sent] = [n | {"status": "delivered"} for n in raw.notices(jid["twice"])]
+    raw.set_notices(jid["twice"], [sent, sent | {"id": sent["id"] + "-again"}])
+
+    code, report = audit(store_url, namespace)
+    found = {(f["key"], f["invariant"]) for f in report["broken"]}
+    assert (code, report["ok"]) == (1, False)
+    assert found == {
+        ("replaced", "one_committed_result"),
+        ("fence", "fences_increase"),
+        ("owner", "one_owner"),
+        ("notice", "notices_match"),
+        ("twice", "delivered_once"),
+    }
+    text_run = run("audit", *opts(store_url, namespace))
+    assert text_run.returncode == 1
+    assert "broken invariant" in text_run.stderr and "delivered_once" in text_run.stdout
+
+
+def test_audit_of_an_unknown_store_or_namespace_says_so(store_url: str, namespace: str) -> None:
+    code, report = audit(store_url, namespace)
+    assert (code, report["jobs"], report["ok"]) == (0, 0, True)  # an empty namespace is clean
+    missing = run("audit", "--store", "sqlite:///nowhere/jobs.db", "--namespace", namespace)
+    assert missing.returncode == 3 and "no SQLite database" in missing.stderr
+    bad = run("audit", "--store", "nosuch://x", "--namespace", namespace)
+    assert bad.returncode == 2 and "nosuch" in bad.stderr
