@@ -37,6 +37,7 @@ def _counts(report: DrillReport) -> list[tuple[str, str]]:
 def _print(report: DrillReport) -> None:
     out = console()
     summary = table("", "", title=f"namespace {report.namespace} at {when(report.store_time)}")
+    summary.show_header = False
     for name, value in _counts(report):
         summary.add_row(name, value)
     out.print(summary)

@@ -180,3 +180,20 @@ def test_a_stale_attempt_writes_no_object(ledger: Ledger) -> None:
     assert ledger.outputs is not None
     assert all(not o.key.startswith(f"{ledger.namespace}/") or a.attempt_id not in o.key
                for o in ledger.outputs.list(f"{ledger.namespace}/"))  # fmt: skip
+
+
+def test_the_drill_report_counts_orphan_outputs_and_their_bytes(ledger: Ledger) -> None:
+    failed = ledger.claim("failed")
+    assert isinstance(failed, Claim), failed
+    failed.outputs.put("part.mp4", b"x" * 1000)  # written, then the attempt fails
+    failed.fail("encoder crashed", retryable=True)
+    _commit_second_attempt(ledger, "done")
+    report = ledger.drill()
+    assert (report.ok, report.jobs, report.orphan_outputs, report.orphan_bytes) == (
+        True,
+        2,
+        1,
+        1000,
+    )
+    ledger.collect_orphans(grace=0)
+    assert (ledger.drill().orphan_outputs, ledger.drill().orphan_bytes) == (0, 0)
