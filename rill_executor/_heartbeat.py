@@ -63,14 +63,19 @@ class Heartbeats:
             watch.stop()
 
     def _schedule(self, watch: _Watch) -> None:
+        entry = (time.monotonic() + watch.interval, next(self._order), watch)
         with self._wake:
-            heapq.heappush(self._due, (time.monotonic() + watch.interval, next(self._order), watch))
+            heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="rill-heartbeats", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify()
+            elif self._due[0] is entry:
+                # Due before everything the thread sleeps towards. Otherwise it is not
+                # woken: most handlers end long before their first renewal, and a wake-up
+                # (a thread switch) per call would cost more than the handler's claim.
+                self._wake.notify()
 
     def _next(self) -> _Watch:
         with self._wake:
@@ -95,28 +100,36 @@ class Heartbeats:
 
 
 class AsyncHeartbeat:
+    """Renews one claim from a task of its own, started only when the first renewal is
+    due: a handler that ends before then costs a timer, not a task."""
+
     def __init__(self, claim: AsyncClaim, interval: float) -> None:
         self._claim = claim
         self._interval = interval
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> AsyncHeartbeat:
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._start)
+        return self
+
+    def _start(self) -> None:
         self._task = asyncio.create_task(
             self._run(), name=f"rill-heartbeat-{self._claim.attempt_id}"
         )
-        return self
 
     async def __aexit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        assert self._timer is not None
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
             try:
                 await self._claim.heartbeat()
             except StaleAttempt as exc:
@@ -124,3 +137,4 @@ class AsyncHeartbeat:
                 return
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying next tick: %s", exc)
+            await asyncio.sleep(self._interval)
