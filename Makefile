@@ -28,3 +28,4 @@ bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-bench.txt
 	$(BIN)/python benchmarks/bench_sql.py
 	$(BIN)/python benchmarks/bench_redis.py
+	$(BIN)/python benchmarks/bench_decorator.py
