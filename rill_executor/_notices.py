@@ -141,13 +141,18 @@ def replay_notice(
 ) -> str:
     """The notices after a claim found the job ended at ``fence``: the watch is answered from
     the stored outcome. A pending notice of the same watch and fence takes the new target
-    instead of a second notice (a resend or a quick re-dispatch: one callback is enough)."""
+    instead of a second notice (a resend or a quick re-dispatch: one callback is enough);
+    one already delivered to the same target answers it (the engine's resend of a dispatch
+    it got the callback for: a second one would only be refused as a duplicate)."""
     entry = json.loads(watch)
     found = json.loads(notices or "[]")
     for notice in found:
-        pending = notice["status"] == NoticeStatus.PENDING
-        if pending and notice["watch"] == entry["id"] and notice["fence"] == fence:
+        if notice["watch"] != entry["id"] or notice["fence"] != fence:
+            continue
+        if notice["status"] == NoticeStatus.PENDING:
             notice["target"] = entry["target"]
+            return _dump(found)
+        if notice["status"] == NoticeStatus.DELIVERED and notice["target"] == entry["target"]:
             return _dump(found)
     found.append(_notice(len(found) + 1, entry["id"], entry["target"], fence, state, error, now))
     return _dump(found)

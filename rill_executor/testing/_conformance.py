@@ -1024,6 +1024,24 @@ class StoreConformance:
         assert notice.state is JobState.FAILED and notice.error is not None
         assert notice.error.message == "unsupported codec"
 
+    def test_a_resent_dispatch_already_answered_gets_no_second_notice(
+        self, ledger: DrivenLedger
+    ) -> None:
+        ledger.claim("ok", watch=Watch("task", {"url": "u1"})).commit("done")
+        (sent,) = ledger.lease_notices(owner="d", lease=30)
+        assert ledger.settle_notice(sent, "delivered", "ok", detail="200")
+        ledger.claim("ok", watch=Watch("task", {"url": "u1"}))  # the same dispatch, resent
+        status = ledger.status("ok")
+        assert status is not None
+        assert [(n.target, n.status) for n in status.notices] == [({"url": "u1"}, "delivered")]
+        ledger.claim("ok", watch=Watch("task", {"url": "u2"}))  # a new dispatch of the task
+        status = ledger.status("ok")
+        assert status is not None
+        assert [(n.target, n.status) for n in status.notices] == [
+            ({"url": "u1"}, "delivered"),
+            ({"url": "u2"}, "pending"),
+        ]
+
     def test_a_conflicting_request_leaves_no_watch(self, ledger: DrivenLedger) -> None:
         ledger.claim("k", fingerprint=fingerprint_of(1))
         before = _stable(ledger.status("k"))

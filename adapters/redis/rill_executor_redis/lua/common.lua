@@ -209,9 +209,14 @@ local function outbox()
   local function replay_notice(notices, id, target, fence, state, err, now)
     local found = decoded(notices)
     for _, notice in ipairs(found) do
-      if notice.status == 'pending' and notice.watch == id and notice.fence == fence then
-        notice.target = target
-        return encoded(found)
+      if notice.watch == id and notice.fence == fence then
+        if notice.status == 'pending' then
+          notice.target = target
+          return encoded(found)
+        end
+        if notice.status == 'delivered' and notice.target == target then
+          return encoded(found) -- a resend of a dispatch already answered
+        end
       end
     end
     found[#found + 1] = new_notice(#found + 1, id, target, fence, state, err, now)
