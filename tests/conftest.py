@@ -2,7 +2,8 @@
 
 PostgreSQL, MariaDB and Redis are required, never skipped: a missing server fails the run
 with the command that starts it. Override the URLs with RILL_TEST_POSTGRES_URL,
-RILL_TEST_MARIADB_URL and RILL_TEST_REDIS_URL.
+RILL_TEST_MARIADB_URL and RILL_TEST_REDIS_URL. Under pytest-xdist each worker has a
+database of its own on each SQL server; on Redis, tests isolate themselves by namespace.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def ensure_database(url: str, name: str) -> str:
 def _fresh_database(url: str, family: str) -> str:
     """Check the server answers, drop our tables, and install the schema from scratch."""
     try:
+        url = _worker_database(url)
         engine = create_engine(url)
         with engine.begin() as conn:
             for table in ("rill_attempts", "rill_jobs", "rill_schema"):
@@ -65,6 +67,15 @@ def _fresh_database(url: str, family: str) -> str:
 
     SqlStore(url, upgrade=True).close()
     return url
+
+
+def _worker_database(url: str) -> str:
+    """The database of this pytest-xdist worker (``test_gw0``, …): workers never share a
+    table; without xdist, ``url`` itself."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return url
+    return ensure_database(url, f"{make_url(url).database}_{worker}")
 
 
 @pytest.fixture(scope="session")
