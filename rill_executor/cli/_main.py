@@ -97,13 +97,13 @@ def demo(store: str | None, lease: float) -> None:
 
 
 def _register() -> None:
-    from ._jobs import attempts, jobs, status
+    from ._jobs import attempts, jobs, status, timeline
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, resolve, check_retention, deliver, schema):
+    for command in (status, attempts, timeline, jobs, resolve, check_retention, deliver, schema):
         main.add_command(command)
 
 
