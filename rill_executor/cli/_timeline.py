@@ -26,7 +26,7 @@ __all__ = ["WIDTH", "timeline_svg"]
 WIDTH = 960
 LEFT, RIGHT = 236, 28  # the row labels' column; the margin right of the axis
 PLOT = WIDTH - LEFT - RIGHT
-HEAD, LANE, ROW = 58, 16, 48  # title; a line of labels above the rows; a row
+HEAD, LANE, ROW = 78, 16, 48  # title; a line of labels above the rows; a row
 BAR_TOP, BAR_H = 8, 18
 FONT = "DejaVu Sans, Verdana, Helvetica, Arial, sans-serif"
 MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
@@ -75,9 +75,17 @@ def _span(span: timedelta) -> str:
         return f"{seconds:.1f}s"
     minutes, sec = divmod(int(seconds), 60)
     if minutes < 60:
-        return f"{minutes}m {sec:02d}s"
+        return f"{minutes}m {sec:02d}s" if sec else f"{minutes}m"
     hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m" if hours < 48 else f"{hours // 24}d {hours % 24}h"
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m" if minutes else f"{hours}h"
+    return f"{hours // 24}d {hours % 24}h"
+
+
+def _fit(text: str, width: float, size: float) -> str:
+    """``text`` cut to ``width`` with an ellipsis: the whole of it is in a ``<title>``."""
+    most = int(width / svg.text_width("m", size))
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -189,15 +197,16 @@ class _Picture:
         el(pattern, "rect", width=3, height=8, fill=OUTCOME_COLOUR[AttemptOutcome.RUNNING])
 
     def _head(self, root: ET.Element) -> None:
-        s = self.status
-        label(root, 16, 24, s.key, right=WIDTH - 16, size=16, font_weight="bold")
+        s, room = self.status, WIDTH - 32
+        el(root, "text", _fit(s.key, room, 16), x=16, y=24, font_size=16.0, font_weight="bold")
         parts = [f"namespace {s.namespace}", s.state.value, f"fence {s.fence}"]
         if s.result_version:
             parts.append(f"result version {s.result_version}")
-        parts.append(f"store clock {_when(s.store_time)} UTC")
+        el(root, "text", _fit(" · ".join(parts), room, 12), x=16, y=44, font_size=12.0)
+        clock = f"store clock {_when(s.store_time)} UTC"
         if not self.now_shown:
-            parts[-1] += f", {_span(s.store_time - s.updated_at)} after the last change"
-        label(root, 16, 44, " · ".join(parts), right=WIDTH - 16, fill=MUTED)
+            clock += f", {_span(s.store_time - s.updated_at)} after the last change (off the axis)"
+        el(root, "text", clock, x=16, y=62, font_size=12.0, fill=MUTED)
 
     def _axis(self, root: ET.Element) -> None:
         axis = el(root, "g", class_="axis")
@@ -245,6 +254,10 @@ class _Picture:
         el(group, "rect", class_=f"bar {a.outcome.value}", x=x0, y=y + BAR_TOP, width=x1 - x0,
            height=BAR_H, rx=3.0, stroke=colour, **fill)  # fmt: skip
         self._bar_label(group, x0, x1, row, _attempt_label(a, lapsed))
+        if owner is not None and lapsed and self.now_shown:  # dangling since the lease end
+            now = self.scale.x(s.store_time)
+            el(group, "line", class_="overdue", x1=x1, x2=now, y1=mid, y2=mid, stroke=colour,
+               stroke_width=2.0, stroke_dasharray="1 4", stroke_linecap="round")  # fmt: skip
         if owner is not None:
             top, low = y + BAR_TOP - 4, y + BAR_TOP + BAR_H + 4
             _marker(group, "lease-end", f"the owner's lease ends {_when(end)} (its last heartbeat"
@@ -255,8 +268,8 @@ class _Picture:
         if a.outcome is AttemptOutcome.FENCED and a.ended_at:
             _marker(group, "fenced", f"fenced at {_when(a.ended_at)}: superseded while its lease"
                     " was live, no write of it can land", svg.cross(x1, mid, REFUSED))  # fmt: skip
-        for e in a.events:
-            if e.kind != RESOLVED:
+        for e in s.events:  # those naming this attempt (what ``AttemptInfo.events`` holds)
+            if e.kind != RESOLVED and (e.attempt_id, e.fence) == (a.attempt_id, a.fence):
                 self._event(group, e, mid)
 
     def _event(self, parent: ET.Element, e: EventInfo, mid: float) -> None:
@@ -411,7 +424,7 @@ def _attempt_title(a: AttemptInfo, owns: bool, lapsed: bool) -> str:
 
 
 def _resolution_label(e: EventInfo) -> str:
-    return f"{e.detail or 'resolved'} by {e.actor or 'unknown'}"
+    return _fit(f"{e.detail or 'resolved'} by {e.actor or 'unknown'}", 300, 11)
 
 
 def _resolution_title(e: EventInfo) -> str:
