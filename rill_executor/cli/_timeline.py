@@ -138,7 +138,8 @@ class _Picture:
             e for e in s.events if e.kind != RESOLVED and (e.attempt_id, e.fence) not in ids
         ]
         recorded = _recorded(s)
-        now, last = _us(s.store_time), max(recorded)
+        now, self.last = _us(s.store_time), max(recorded)
+        last = self.last
         # A job reviewed long after it ended would shrink to a sliver beside the clock.
         self.now_shown = s.state is JobState.PROCESSING or now - last <= (last - min(recorded)) // 4
         self.scale = _Scale.of(recorded + ([now] if self.now_shown else []))
@@ -205,7 +206,8 @@ class _Picture:
         el(root, "text", _fit(" · ".join(parts), room, 12), x=16, y=44, font_size=12.0)
         clock = f"store clock {_when(s.store_time)} UTC"
         if not self.now_shown:
-            clock += f", {_span(s.store_time - s.updated_at)} after the last change (off the axis)"
+            since = _span(timedelta(microseconds=_us(s.store_time) - self.last))
+            clock += f", {since} after the last recorded time (off the axis)"
         el(root, "text", clock, x=16, y=62, font_size=12.0, fill=MUTED)
 
     def _axis(self, root: ET.Element) -> None:
