@@ -47,7 +47,8 @@ _US, _MINUTE = 1_000_000, 60_000_000
 # Tick steps (µs): the smallest that keeps the axis to at most 8 ticks.
 _STEPS = [n * 1000 for n in (1, 2, 5, 10, 20, 50, 100, 200, 500)]
 _STEPS += [n * _US for n in (1, 2, 5, 10, 15, 30)]
-_STEPS += [n * _MINUTE for n in (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440, 2880, 10080)]
+_STEPS += [n * _MINUTE for n in (1, 2, 5, 10, 15, 30)]
+_STEPS += [n * 60 * _MINUTE for n in (1, 2, 3, 6, 12, 24, 48, 168, 672, 2184, 8736)]
 
 
 def timeline_svg(status: JobStatus) -> str:
@@ -110,7 +111,8 @@ class _Scale:
         step = self.step()
         form = (
             "%H:%M:%S.%f" if step < _US else "%H:%M:%S" if step < _MINUTE
-            else "%H:%M" if step < 1440 * _MINUTE else "%m-%d %H:%M"
+            else "%H:%M" if step < 1440 * _MINUTE else "%m-%d %H:%M" if step < 40320 * _MINUTE
+            else "%Y-%m-%d"
         )  # fmt: skip
         for us in range(-(-self.start // step) * step, self.end + 1, step):
             text = datetime.fromtimestamp(us / _US, tz=UTC).strftime(form)
@@ -139,9 +141,9 @@ class _Picture:
         ]
         recorded = _recorded(s)
         now, self.last = _us(s.store_time), max(recorded)
-        last = self.last
         # A job reviewed long after it ended would shrink to a sliver beside the clock.
-        self.now_shown = s.state is JobState.PROCESSING or now - last <= (last - min(recorded)) // 4
+        near = now - self.last <= (self.last - min(recorded)) // 4
+        self.now_shown = s.state is JobState.PROCESSING or near
         self.scale = _Scale.of(recorded + ([now] if self.now_shown else []))
         self.marks = self._placed_marks()
         self.top = HEAD + LANE * max([m.lane + 1 for m in self.marks] or [1]) + 6
