@@ -17,7 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from .._records import AttemptInfo, AttemptOutcome, EventInfo, JobState, JobStatus, NoticeInfo
+from .._records import (
+    AttemptInfo,
+    AttemptOutcome,
+    EventInfo,
+    JobState,
+    JobStatus,
+    NoticeInfo,
+    OwnerInfo,
+)
 from . import _svg as svg
 from ._svg import el, label, titled
 
@@ -254,10 +262,18 @@ class _Picture:
                        data_lease=lease)  # fmt: skip
         self._row_label(group, row, f"fence {a.fence}", a.attempt_id)
         colour = OUTCOME_COLOUR[a.outcome]
-        fill = {"fill": "url(#lapsed)", "stroke_dasharray": "4 3"} if lapsed else {"fill": colour}
+        fill: dict[str, object] = {"fill": colour}
+        if lapsed:
+            fill = {"fill": "url(#lapsed)", "stroke_dasharray": "4 3"}
+        elif owner is not None:  # the lease still to run, lighter than the time already run
+            fill |= {"fill_opacity": 0.35}
         el(group, "rect", class_=f"bar {a.outcome.value}", x=x0, y=y + BAR_TOP, width=x1 - x0,
            height=BAR_H, rx=3.0, stroke=colour, **fill)  # fmt: skip
-        self._bar_label(group, x0, x1, row, _attempt_label(a, lapsed))
+        if owner is not None and not lapsed:
+            ran = min(max(self.scale.x(s.store_time), x0), x1) - x0
+            el(group, "rect", class_="elapsed", x=x0, y=y + BAR_TOP, width=ran, height=BAR_H,
+               rx=3.0, fill=colour)  # fmt: skip
+        self._bar_label(group, x0, x1, row, _attempt_label(a, owner))
         if owner is not None and lapsed and self.now_shown:  # dangling since the lease end
             now = self.scale.x(s.store_time)
             el(group, "line", class_="overdue", x1=x1, x2=now, y1=mid, y2=mid, stroke=colour,
@@ -398,11 +414,15 @@ def _recorded(s: JobStatus) -> list[int]:
 # -- words ------------------------------------------------------------------------------------
 
 
-def _attempt_label(a: AttemptInfo, lapsed: bool) -> str:
+def _attempt_label(a: AttemptInfo, owner: OwnerInfo | None) -> str:
     if a.ended_at is not None:
         words = f"{a.outcome.value} · {_span(a.ended_at - a.started_at)}"
+    elif owner is None:
+        words = "running · no lease on record"
+    elif owner.lease_left > timedelta(0):
+        words = f"running · lease {_span(owner.lease_left)} left"
     else:
-        words = "running · " + ("lease ran out: dangling" if lapsed else "lease live")
+        words = f"running · lease ran out {_span(-owner.lease_left)} ago: dangling"
     if a.error is not None:
         words += f" · {a.error.type}"
     if a.outputs:

@@ -210,7 +210,13 @@ def test_a_running_attempt_runs_to_its_lease_end_drawn_apart_once_it_ran_out() -
         assert len(markers(root, "now")) == 1  # the store's clock, on the axis
     (bar,) = (g.find(f"{NS}rect") for g in dead.iter(f"{NS}g") if g.get("class") == "attempt")
     assert bar is not None and bar.get("fill") == "url(#lapsed)"
-    assert any("dangling" in t for t in texts(dead))
+    assert any("lease ran out 10.0s ago: dangling" in t for t in texts(dead))
+    assert any("running · lease 10.0s left" in t for t in texts(live))
+    elapsed = [r for r in live.iter(f"{NS}rect") if r.get("class") == "elapsed"]
+    (whole,) = [r for r in live.iter(f"{NS}rect") if r.get("class") == "bar running"]
+    assert len(elapsed) == 1  # 20 s run of a lease to 30 s: two thirds of the bar
+    ran, lease = float(elapsed[0].get("width", 0)), float(whole.get("width", 0))
+    assert ran == pytest.approx(lease * 2 / 3, abs=0.3)
     ended = picture(job(attempt(1, 0, 5, "succeeded")))
     assert "data-lease" not in bars(ended)[0] and markers(ended, "lease-end") == []
 
