@@ -1,9 +1,11 @@
-"""``status`` and ``attempts``: one job and its whole history, read in one round trip;
-``jobs``: a namespace's jobs, a page (one round trip on SQL) at a time."""
+"""``status``, ``attempts`` and ``timeline``: one job and its whole history, read in one
+round trip (``timeline`` draws it as SVG); ``jobs``: a namespace's jobs, a page (one round
+trip on SQL) at a time."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -22,8 +24,9 @@ from ._output import (
     jobs_table,
     notices_table,
 )
+from ._timeline import timeline_svg
 
-__all__ = ["attempts", "found_job", "handler_option", "jobs", "status"]
+__all__ = ["attempts", "found_job", "handler_option", "jobs", "status", "timeline"]
 
 handler_option = _handler = click.option(
     "--handler",
@@ -89,6 +92,52 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
     for attempt in job.attempts:
         for line in attempt_details(attempt):
             out.print(line, soft_wrap=True)
+
+
+@click.command()
+@click.argument("key")
+@_handler
+@click.option(
+    "--svg",
+    "path",
+    metavar="FILE",
+    default="-",
+    show_default=True,
+    help="Where to write the picture; - for stdout (-o is the format of messages).",
+)
+@job_options
+def timeline(
+    key: str, handler: str | None, path: str, store: str, namespace: str, output: str
+) -> None:
+    """KEY's job as an SVG picture: each attempt a bar on the store's time axis, with
+    takeovers, fenced and refused writes, the commit, resolutions and notices marked."""
+    target = None if path == "-" else Path(path)
+    if target is not None and not target.parent.is_dir():
+        raise CliError(
+            f"no folder {str(target.parent)!r} to write {path!r} in; nothing was read or"
+            " written (pass --svg FILE in a folder that exists, or --svg - for stdout)",
+            ExitCode.USAGE,
+        )
+    with open_ledger(store, namespace) as ledger:
+        job = found_job(ledger, key, handler)
+    picture = timeline_svg(job)
+    if target is None:
+        click.echo(picture, nl=False)
+        return
+    try:
+        target.write_text(picture, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(
+            f"cannot write {path!r}: {exc.strerror or exc}; pass --svg FILE somewhere"
+            " writable, or --svg - for stdout",
+            ExitCode.USAGE,
+        ) from exc
+    drawn = {"attempts": len(job.attempts), "notices": len(job.notices), "events": len(job.events)}
+    if output == "json":
+        echo_json({"file": path, "namespace": job.namespace, "key": job.key} | drawn)
+        return
+    counts = ", ".join(f"{n} {name}" for name, n in drawn.items())
+    console().print(f"wrote {path}: {job.key} ({job.state.value}), {counts}", soft_wrap=True)
 
 
 @click.command()

@@ -99,13 +99,14 @@ def demo(store: str | None, lease: float) -> None:
 
 def _register() -> None:
     from ._audit import audit
-    from ._jobs import attempts, jobs, status
+    from ._jobs import attempts, jobs, status, timeline
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, resolve, audit, check_retention, deliver, schema):
+    commands = (status, attempts, timeline, jobs, resolve, audit, check_retention, deliver, schema)
+    for command in commands:
         main.add_command(command)
 
 
