@@ -97,13 +97,15 @@ def demo(store: str | None, lease: float) -> None:
 
 
 def _register() -> None:
+    from ._bench import bench
     from ._jobs import attempts, jobs, status
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, resolve, check_retention, deliver, schema):
+    commands = (status, attempts, jobs, resolve, check_retention, deliver, schema, bench)
+    for command in commands:
         main.add_command(command)
 
 
