@@ -264,9 +264,10 @@ class Pingable(Protocol):
     """The optional part of ``Store`` (see the module docs)."""
 
     def ping(self) -> None:
-        """One round trip, the cheapest the server answers (SQL ``SELECT 1``, Redis
-        ``PING``), on the connection or pool the store's operations use; no record is read
-        or written. A store without a server (in memory) returns at once."""
+        """The cheapest round trip the server answers (SQL ``SELECT 1``, Redis ``PING``),
+        sent the way the store's operations are: the same connection or pool, the same
+        driver, and whatever that path itself adds to every call. No record is read or
+        written. A store without a server (in memory) returns at once."""
 
 
 @runtime_checkable

@@ -33,7 +33,7 @@ def _kept(report: BenchReport) -> str:
     hours = report.retention / timedelta(hours=1)
     return (
         f"wrote {report.written} jobs, all committed, in namespace {report.namespace!r}. They"
-        f" are kept for the retention ({hours:g}h) and stop binding then: Redis deletes them,"
+        f" are kept for the retention ({hours:g}h) and stop binding then: Redis expires them,"
         " a SQL store keeps the rows until you delete them"
         f" (DELETE FROM rill_jobs WHERE namespace = '{report.namespace}')."
     )
@@ -123,8 +123,8 @@ def bench(store: str, n: int, namespace: str | None, retention: timedelta, outpu
     to the store's floor (its cheapest round trip, SQL SELECT 1 or Redis PING, through
     the same pool), measured interleaved in the same run.
 
-    It writes about 2 x (N + warm-up) committed jobs into a namespace of its own; they
-    are kept for --retention. Touches no other job."""
+    It writes 2 x (N + warm-up) + min(N, 100) committed jobs (4500 by default) into a
+    namespace of its own, kept for --retention, and touches no other job."""
     refuse_missing_file(store)
     chosen = namespace or f"rill-bench-{uuid.uuid4().hex[:8]}"
     with Ledger(store, namespace=chosen, retention=retention) as ledger:
