@@ -60,6 +60,11 @@ class MemoryStore:
     def store_id(self) -> str:
         return self._id
 
+    def ping(self) -> None:
+        """No server to reach: the floor is what every operation pays first, its lock."""
+        with self._lock:
+            pass
+
     def _now(self) -> int:
         return self._anchor_wall + time.monotonic_ns() // 1000 - self._anchor_mono
 
@@ -224,6 +229,9 @@ class AsyncMemoryStore:
 
     async def store_id(self) -> str:
         return self.sync.store_id()
+
+    async def ping(self) -> None:
+        self.sync.ping()
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
         return self.sync.claim(request)

@@ -13,6 +13,11 @@ sharing one output prefix never collect each other's objects. Two opens of the s
 answer the same identity; a store with other data (another database, file or Redis
 database) answers another one.
 
+One method is optional: ``ping`` (``Pingable`` / ``AsyncPingable``), the cheapest round trip
+the store's server answers, sent on the store's own connection or pool. It decides nothing
+and touches no record; ``rill-executor bench`` measures it as the floor its figures are
+ratios to, and reports "no floor" for a store without it.
+
 Adapters are found by URL scheme through the entry-point groups ``rill_executor.stores`` and
 ``rill_executor.async_stores``; each entry point names a callable ``(url: str) -> store``.
 """
@@ -25,6 +30,7 @@ from typing import Protocol, runtime_checkable
 from ._records import AttemptRow, JobRow, JobState
 
 __all__ = [
+    "AsyncPingable",
     "AsyncStore",
     "AttemptRef",
     "ClaimRequest",
@@ -34,6 +40,7 @@ __all__ = [
     "LeasedNotice",
     "NoticeBatch",
     "NoticeSettlement",
+    "Pingable",
     "Resolution",
     "Store",
     "StoreAnswer",
@@ -250,3 +257,21 @@ class AsyncStore(Protocol):
     async def list_jobs(self, query: JobQuery) -> JobPage: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Pingable(Protocol):
+    """The optional part of ``Store`` (see the module docs)."""
+
+    def ping(self) -> None:
+        """The cheapest round trip the server answers (SQL ``SELECT 1``, Redis ``PING``),
+        sent the way the store's operations are: the same connection or pool, the same
+        driver, and whatever that path itself adds to every call. No record is read or
+        written. A store without a server (in memory) returns at once."""
+
+
+@runtime_checkable
+class AsyncPingable(Protocol):
+    """The optional part of ``AsyncStore``: ``ping`` as ``Pingable.ping``."""
+
+    async def ping(self) -> None: ...

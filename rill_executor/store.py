@@ -46,6 +46,7 @@ from ._resolution import (
     resolved_row,
 )
 from ._store import (
+    AsyncPingable,
     AsyncStore,
     AttemptRef,
     ClaimRequest,
@@ -55,6 +56,7 @@ from ._store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    Pingable,
     Resolution,
     Store,
     StoreAnswer,
@@ -63,6 +65,7 @@ from ._store import (
 
 __all__ = [
     "MAX_EVENTS",
+    "AsyncPingable",
     "AsyncStore",
     "AttemptOutcome",
     "AttemptRef",
@@ -78,6 +81,7 @@ __all__ = [
     "NoticeBatch",
     "NoticeSettlement",
     "NoticeStatus",
+    "Pingable",
     "Resolution",
     "ResolveAction",
     "ResolveRefusal",

@@ -99,13 +99,17 @@ def demo(store: str | None, lease: float) -> None:
 
 def _register() -> None:
     from ._audit import audit
+    from ._bench import bench
     from ._jobs import attempts, jobs, status, timeline
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    commands = (status, attempts, timeline, jobs, resolve, audit, check_retention, deliver, schema)
+    commands = (
+        *(status, attempts, timeline, jobs, resolve, audit),
+        *(check_retention, deliver, schema, bench),
+    )
     for command in commands:
         main.add_command(command)
 

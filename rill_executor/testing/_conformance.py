@@ -171,6 +171,7 @@ class StoreConformance:
     cannot share it; ``test_paused_attempt_is_fenced_in_process`` covers the zombie).
     A store that lists jobs by scanning (Redis) sets ``exact_listing = False``: its pages
     may hold more than ``limit`` jobs and, while its keyspace is resized, repeat a job.
+    A store without the optional ``ping`` sets ``test_ping_answers = None``.
     """
 
     multiprocess = True
@@ -1455,6 +1456,17 @@ class StoreConformance:
                 assert again.store_id() == ours
             finally:
                 again.close()
+
+    def test_ping_answers(self, driver: LedgerDriver) -> None:
+        from .._store import AsyncPingable, Pingable
+
+        store = driver.shared_store()
+        if driver._portal is None:
+            assert isinstance(store, Pingable)
+            store.ping()  # answers, raising nothing
+        else:
+            assert isinstance(store, AsyncPingable)
+            driver._portal.call(store.ping())
 
     def test_output_keys_carry_the_store_identity(
         self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore

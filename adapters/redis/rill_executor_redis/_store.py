@@ -118,6 +118,14 @@ class RedisStore:
             client.close()
             raise
 
+    def ping(self) -> None:
+        """``PING`` on the store's pool; on a Cluster, to one primary (its default node)."""
+        with wrap_errors("ping", self.where):
+            if isinstance(self.client, redis.cluster.RedisCluster):
+                self.client.ping(target_nodes=redis.cluster.RedisCluster.DEFAULT_NODE)
+            else:
+                self.client.ping()
+
     def deployment(self) -> Deployment:
         """What each primary promises about acknowledged writes (AOF, fsync, eviction)."""
         with wrap_errors("durability check", self.where):
@@ -266,6 +274,16 @@ class AsyncRedisStore:
                 await self.client.set(IDENTITY, uuid.uuid4().hex, nx=True)
                 self._store_id = _text(await self.client.get(IDENTITY))
         return self._store_id
+
+    async def ping(self) -> None:
+        """As ``RedisStore.ping``."""
+        if not self._mapped:
+            await self._map_slots()
+        with wrap_errors("ping", self.where):
+            if isinstance(self.client, redis.asyncio.cluster.RedisCluster):
+                await self.client.ping(target_nodes=redis.asyncio.cluster.RedisCluster.DEFAULT_NODE)
+            else:
+                await self.client.ping()
 
     async def deployment(self) -> Deployment:
         await self._map_slots()

@@ -18,7 +18,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple, TypeAlias
 
-from sqlalchemy import Executable, and_, bindparam, literal, select, update
+from sqlalchemy import Executable, and_, bindparam, literal, select, text, update
 
 from rill_executor.store import (
     AttemptOutcome,
@@ -70,6 +70,7 @@ __all__ = [
     "lease_notices",
     "record_event",
     "list_jobs",
+    "ping",
     "register_output",
     "resolve",
     "settle",
@@ -401,6 +402,14 @@ def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
 
 
 # -- the operations ----------------------------------------------------------------------------
+
+_PING = Raw("SELECT 1", ("one",))
+_SELECT_1 = text("SELECT 1")
+
+
+def ping(dialect: SqlDialect) -> Flow:
+    """``SELECT 1``, sent the way the dialect's operations go: the benchmark's floor."""
+    yield (_PING if dialect.server_side else _SELECT_1), {}
 
 
 def claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:

@@ -219,6 +219,10 @@ class SqlStore:
                     raise
         raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
 
+    def ping(self) -> None:
+        """``SELECT 1`` on the store's pool and path, outside any transaction."""
+        self._run(lambda: _flows.ping(self.dialect), write=False)
+
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         return self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
 
@@ -327,6 +331,9 @@ class AsyncSqlStore:
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
         raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+
+    async def ping(self) -> None:
+        await self._run(lambda: _flows.ping(self.dialect), write=False)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
         return await self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]

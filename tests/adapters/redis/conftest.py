@@ -231,6 +231,9 @@ class BlockingStore:
     def store_id(self) -> str:
         return self.portal.call(self.store.store_id())
 
+    def ping(self) -> None:
+        self.portal.call(self.store.ping())
+
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         return self.portal.call(self.store.claim(request))
 

@@ -16,7 +16,7 @@ from typing import Any
 from rill_executor import Claim, Conflict, InProgress, Ledger, Replay, fingerprint_of
 from rill_executor.store import AttemptRef
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, RedisCluster, RedisServer, with_query
 
 MakeStore = Callable[[str], AnyStore]
 
@@ -99,3 +99,31 @@ def test_one_evalsha_per_operation(make_store: MakeStore, private_redis: RedisSe
     status = one(lambda: ledger.status("k"))
     assert status is not None and len(status.attempts) == 3
     assert one(lambda: ledger.status("missing")) is None
+
+
+def test_a_ping_is_one_ping(make_store: MakeStore, private_redis: RedisServer) -> None:
+    store = make_store(with_query(private_redis.url, QUIET))
+    store.ping()  # connect first
+    with Recorder(private_redis).recording() as seen:
+        assert store.ping() is None
+    assert seen == ["PING"]
+
+
+def _pings(cluster: RedisCluster) -> list[int]:
+    """PINGs each node has answered so far."""
+    counts = []
+    for node in cluster.nodes:
+        with node.client() as client:
+            counts.append(int(client.info("commandstats").get("cmdstat_ping", {}).get("calls", 0)))
+    return counts
+
+
+def test_a_cluster_ping_reaches_one_node(
+    make_store: MakeStore, redis_cluster: RedisCluster
+) -> None:
+    store = make_store(with_query(redis_cluster.url, QUIET))
+    store.ping()  # connect and map the slots first
+    before = _pings(redis_cluster)
+    store.ping()
+    after = _pings(redis_cluster)
+    assert sorted(a - b for a, b in zip(after, before, strict=True)) == [0, 0, 1]

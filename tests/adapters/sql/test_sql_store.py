@@ -96,8 +96,11 @@ def test_postgres_spends_one_statement_per_operation(
     count()
     ledger.status("k")
     count()
+    store.ping()
+    count()
     store.close()
-    assert counts == [1, 1, 1, 1, 1, 1], seen
+    assert counts == [1, 1, 1, 1, 1, 1, 1], seen
+    assert seen[-1] == "SELECT"  # the ping: SELECT 1 on the pooled cursor
 
 
 @pytest.mark.parametrize("family", ["sqlite", "mariadb"])
@@ -111,12 +114,14 @@ def test_client_decided_stores_use_one_short_transaction(
     assert isinstance(claim, Claim)
     claim.commit(1)
     ledger.claim("k")
+    store.ping()
     store.close()
     begin = ["BEGIN"] if family == "sqlite" else []
     fresh_claim = [*begin, "SELECT", "INSERT"]  # clock + locked job row, then the job
     commit = [*begin, "SELECT", "UPDATE"]  # locked read, then result and history in one row
     replay = [*begin, "SELECT"]  # one locked read
-    assert seen == fresh_claim + commit + replay
+    ping = ["SELECT"]  # SELECT 1, outside any transaction
+    assert seen == fresh_claim + commit + replay + ping
 
 
 def test_a_page_of_jobs_is_one_statement(url: str) -> None:
