@@ -106,11 +106,8 @@ def _register() -> None:
     from ._retention import check_retention
     from ._schema import schema
 
-    commands = (
-        *(status, attempts, timeline, jobs, resolve, audit),
-        *(check_retention, deliver, schema, bench),
-    )
-    for command in commands:
+    commands = [status, attempts, timeline, jobs, resolve, audit, check_retention, deliver]
+    for command in [*commands, schema, bench]:
         main.add_command(command)
 
 
