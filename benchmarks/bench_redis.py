@@ -12,7 +12,9 @@ automatic heartbeat the decorator turns on by default, and Powertools'
 ``idempotent_function`` on ``CachePersistenceLayer`` (SET NX + SET; replay SET NX + GET).
 Interleaving makes machine noise hit every arm alike, so the ratios mean more than the
 absolute figures. Throughput: 64 concurrent asyncio calls of the ``AsyncLedger`` decorator
-against 64 concurrent asyncio PINGs, in alternating rounds.
+against 64 concurrent asyncio PINGs, in alternating rounds. Server time: Redis's own
+``INFO commandstats`` per operation (claim, heartbeat, commit, replay, status), one
+operation at a time after ``CONFIG RESETSTAT``.
 
 Prints p50/p99 and ratios. It asserts nothing: figures belong in a report, not a test.
 """
@@ -26,13 +28,13 @@ import time
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.asyncio
 import redis.utils
 
-from rill_executor import AsyncLedger, Ledger
+from rill_executor import AsyncLedger, Claim, Ledger
 from rill_executor_redis import AsyncRedisStore, RedisStore
 
 Arm = Callable[[int], object]
@@ -63,6 +65,44 @@ def rill_arms(url: str) -> tuple[Arm, Arm, RedisStore]:
         lambda i: beating({"id": f"o{i}", "amount": i}),
         store,
     )
+
+
+def server_times(url: str, calls: int) -> None:
+    """Redis's own time per operation: ``INFO commandstats`` (``evalsha`` usec_per_call)
+    after ``CONFIG RESETSTAT``, one operation at a time, so a change to a script is
+    measured where it runs rather than through the client."""
+    admin = redis.Redis.from_url(url)
+    ledger = Ledger(
+        RedisStore.from_url(_store_url(url)),
+        namespace=f"bench-{uuid.uuid4().hex[:8]}",
+        lease=30,
+        retention=3600,
+    )
+    keys = [f"k{i}" for i in range(calls)]
+    claims: list[Claim] = []
+
+    def claim_new() -> None:
+        claims.extend(cast(Claim, ledger.claim(key)) for key in keys)
+
+    def commit_all() -> None:
+        for claim in claims:
+            claim.commit({"ok": claim.key})
+
+    phases: dict[str, Callable[[], object]] = {
+        "claim (new key)": claim_new,
+        "heartbeat": lambda: [claim.heartbeat() for claim in claims],
+        "commit": commit_all,
+        "claim (replay)": lambda: [ledger.claim(key) for key in keys],
+        "status": lambda: [ledger.status(key) for key in keys],
+    }
+    print(f"\nserver time per operation (INFO commandstats, {calls} calls each)")
+    for name, phase in phases.items():
+        admin.config_resetstat()
+        phase()
+        stats = admin.info("commandstats").get("cmdstat_evalsha", {})
+        print(f"  {name:<34}{float(stats.get('usec_per_call', 0.0)):>10.1f} µs")
+    ledger.close()
+    admin.close()
 
 
 def powertools_arm(url: str) -> Arm:
@@ -220,6 +260,7 @@ def main() -> None:
     )
     ratio_line("replay: rill / PING", replay["rill-executor"], replay["PING"], 1.3)
 
+    server_times(args.url, args.calls)
     asyncio.run(async_rounds(args.url, args.async_calls, args.concurrency, args.rounds))
     store.close()
     ping_client.close()
