@@ -1254,6 +1254,179 @@ class StoreConformance:
                 ledger.jobs(**bad)
         assert _stable(ledger.status("k")) == before
 
+    # -- deleting records past retention (purge) ---------------------------------------------
+
+    def _purge_all(self, ledger: DrivenLedger, **options: Any) -> tuple[int, int, int]:
+        """Purge page by page until the cursor is None: (purged, kept_notices, calls)."""
+        purged = kept = calls = 0
+        cursor = None
+        limit = options.pop("limit", 1000)
+        for calls in range(1, 101):
+            report = ledger.purge(after=cursor, limit=limit, **options)
+            assert report.purged <= limit, f"one call deleted {report.purged} > {limit}"
+            purged, kept = purged + report.purged, kept + report.kept_notices
+            if (cursor := report.cursor) is None:
+                return purged, kept, calls
+        raise AssertionError("the purge never ended")
+
+    def test_purge_deletes_ended_records_past_retention_and_keeps_the_rest(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        brief = driver.ledger(namespace, lease=0.2, retention=0.4)
+        kept = driver.ledger(namespace, lease=30, retention=3600)
+        brief.claim("done").commit("old")
+        brief.claim("broken").fail("bad codec", retryable=False)
+        brief.claim("flaky").fail("disk full", retryable=True)
+        kept.claim("recent").commit("new")
+        kept.claim("running")
+        time.sleep(0.6)
+        purged, notices, _ = self._purge_all(brief)
+        assert (purged, notices) == (3, 0)
+        for key in ("done", "broken", "flaky"):
+            assert brief.status(key) is None, f"{key} outlived its retention"
+        recent, running = kept.status("recent"), kept.status("running")
+        assert recent is not None and recent.result == "new"
+        assert running is not None and running.state is JobState.PROCESSING
+        assert self._purge_all(brief)[:2] == (0, 0)  # nothing more to delete
+        again = brief.claim("done")  # a purged key is a fresh job
+        assert is_claim(again)
+        status = brief.status("done")
+        assert status is not None and [a.attempt_id for a in status.attempts] == [again.attempt_id]
+
+    def test_purge_takes_a_dangling_job_after_dangling_after(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=3600)
+        ledger.claim("dead")  # its owner died: the lease runs out, nobody takes it over
+        ledger.claim("live", lease=30)
+        time.sleep(0.5)
+        assert ledger.purge().purged == 0  # dangling_after defaults to the retention
+        assert ledger.purge(dangling_after=30).purged == 0  # its lease ran out 0.3 s ago
+        assert self._purge_all(ledger, dangling_after=0.1)[:2] == (1, 0)
+        assert ledger.status("dead") is None
+        live = ledger.status("live")
+        assert live is not None and live.owner is not None  # a live lease is never purged
+
+    def test_a_key_claimed_after_its_purge_continues_its_fences(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        ledger.claim("k").fail("flaky", retryable=True)
+        second = ledger.claim("k")
+        assert is_claim(second) and second.fence == 2
+        second.commit("done")
+        ledger.claim("dangling")  # fence 1, its owner dies
+        time.sleep(0.6)
+        assert self._purge_all(ledger, dangling_after=0.1)[0] == 2
+        assert ledger.status("k") is None and ledger.status("dangling") is None
+        third = ledger.claim("k")
+        assert is_claim(third) and third.fence == 3, "a purged key's fence started over"
+        heir = ledger.claim("dangling")
+        assert is_claim(heir) and heir.fence == 2, "a purged key's fence started over"
+        with pytest.raises(StaleAttempt):  # the old owner's fence stays superseded
+            second.commit("late")
+        third.commit("again")
+        time.sleep(0.6)
+        assert self._purge_all(ledger, dangling_after=0.1)[0] == 2
+        fourth = ledger.claim("k")
+        assert is_claim(fourth) and fourth.fence == 4
+
+    def test_purge_keeps_a_record_whose_notice_is_pending(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        ledger.claim("waiting", watch=Watch("task", {"n": 1})).commit("a")
+        ledger.claim("told", watch=Watch("task", {"n": 2})).commit("b")
+        ledger.claim("plain").commit("c")
+        due = ledger.lease_notices(owner="d", lease=0.3)  # "waiting" is leased, not sent
+        (told,) = [n for n in due if n.key == "told"]
+        assert ledger.settle_notice(told, "delivered", "ok")
+        time.sleep(0.6)
+        assert self._purge_all(ledger)[:2] == (2, 1)
+        waiting = ledger.status("waiting")
+        assert waiting is not None and [n.status for n in waiting.notices] == ["pending"]
+        assert ledger.status("told") is None and ledger.status("plain") is None
+        assert self._purge_all(ledger)[:2] == (0, 1)  # still pending: still kept
+        (waited,) = ledger.lease_notices(owner="d", lease=30)  # its first lease ran out
+        assert ledger.settle_notice(waited, "dropped", "refused")
+        assert self._purge_all(ledger)[:2] == (1, 0)
+        assert ledger.status("waiting") is None
+
+    def test_a_purge_dry_run_counts_and_deletes_nothing(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        keys = ["a", "b", "c"]
+        for key in keys:
+            ledger.claim(key).commit(key)
+        ledger.claim("noticed", watch=Watch("t", "u")).commit("n")
+        time.sleep(0.6)
+        before = {key: _stable(ledger.status(key)) for key in [*keys, "noticed"]}
+        report = ledger.purge(dry_run=True)
+        assert (report.purged, report.kept_notices, report.dry_run) == (3, 1, True)
+        assert {key: _stable(ledger.status(key)) for key in before} == before
+        assert self._purge_all(ledger, dry_run=True, limit=2)[:2] == (3, 1)
+        assert {key: _stable(ledger.status(key)) for key in before} == before
+        assert self._purge_all(ledger)[:2] == (3, 1)  # the real run deletes what it counted
+
+    def test_purge_goes_through_every_record_once_in_batches(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        kept = driver.ledger(namespace, lease=30, retention=3600)
+        expired = [f"old-{n}" for n in range(7)]
+        for key in expired:
+            ledger.claim(key).commit(key)
+        for key in ("new-1", "new-2"):
+            kept.claim(key).commit(key)
+        time.sleep(0.6)
+        purged, _, calls = self._purge_all(ledger, limit=3)
+        assert purged == 7 and calls >= 3  # 3 + 3 + 1, never more than 3 at once
+        assert all(ledger.status(key) is None for key in expired)
+        assert all(kept.status(key) is not None for key in ("new-1", "new-2"))
+
+    def test_purge_leaves_other_namespaces_alone(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ours = driver.ledger(namespace, lease=0.2, retention=0.4)
+        theirs = driver.ledger(namespace + "x", lease=0.2, retention=0.4)
+        ours.claim("k").commit("ours")
+        theirs.claim("k").commit("theirs")
+        theirs.claim("j").commit("theirs")
+        time.sleep(0.6)
+        assert self._purge_all(ours)[0] == 1
+        assert ours.status("k") is None
+        left = theirs.status("k")
+        assert left is not None and left.result == "theirs"
+        assert theirs.status("j") is not None
+        assert self._purge_all(theirs)[0] == 2
+
+    def test_purge_is_one_store_call_and_refuses_bad_input(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        calls: Counter[str] = Counter()
+        ledger = driver.ledger(
+            namespace, lease=0.2, retention=0.4, wrap=lambda store: _counting(store, calls)
+        )
+        ledger.claim("k").commit(1)
+        time.sleep(0.6)
+        before = _stable(ledger.status("k"))
+        bad: list[dict[str, Any]] = [
+            {"limit": 0},
+            {"limit": 10_001},
+            {"limit": "9"},
+            {"after": ""},
+            {"dangling_after": -1},
+            {"dry_run": "yes"},
+        ]
+        for options in bad:
+            with pytest.raises(UsageError):
+                ledger.purge(**options)
+        assert _stable(ledger.status("k")) == before
+        calls.clear()
+        assert ledger.purge(limit=10).purged == 1
+        assert calls == Counter(purge=1)  # a batch is one call of the port
+
     # -- lease_left counts down ----------------------------------------------------------------
     def test_in_progress_lease_left_counts_down(self, ledger: DrivenLedger) -> None:
         ledger.claim("k", lease=3)
