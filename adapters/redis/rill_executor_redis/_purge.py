@@ -9,10 +9,11 @@ claimed again since the ``SCAN`` is live and stays.
 
 A batch holds at most what the page may still delete, so a page deletes at most ``limit``
 records; ids a step found beyond that travel in the cursor to the next page, so none is
-skipped. A page also ends once it has looked at ``_LOOK`` times its ``limit`` keys or taken
-``_STEPS`` steps, so a
-namespace with few records among many keys of others costs several short calls rather
-than one long one.
+skipped. A batch also holds at most ``_BATCH`` jobs: Redis runs one script at a time and a
+claim that arrives meanwhile waits for it, so each script stays short (well under 1 ms).
+A page ends once it has looked at ``_LOOK`` times its ``limit`` keys or taken ``_STEPS``
+steps, so a namespace with few records among many keys of others costs several short
+calls rather than one long one.
 
 The cursor says where to go on: ``<node index>:<SCAN cursor>``, then ``:<id>,<id>...``
 when ids wait, node indexes in the order of the primaries' names (as in ``_listing``).
@@ -35,6 +36,7 @@ __all__ = ["Purge", "purge_args"]
 _COUNT = (16, 1000)  # the SCAN COUNT hint: what the page may still delete, within these
 _LOOK = 10  # a page looks at no more than this many times its limit of keys
 _STEPS = 100  # and takes no more SCAN steps than this
+_BATCH = 50  # jobs per purge.lua (or pipeline): a script blocks the server while it runs
 _CURSOR = re.compile(r"(\d+):(\d+)(?::((?:[0-9a-f]{64},)*[0-9a-f]{64}))?")
 
 
@@ -90,7 +92,7 @@ class Purge:
 
     def batch(self) -> list[str]:
         """The job ids to send to ``purge.lua`` next; none once the page is full."""
-        return self.waiting[: self.room] if self.room > 0 else []
+        return self.waiting[: min(self.room, _BATCH)] if self.room > 0 else []
 
     def step(self) -> tuple[int, int, int] | None:
         """The (node index, SCAN cursor, COUNT) to scan next, or None when the page ends."""

@@ -16,6 +16,11 @@ dangling_after = tonumber(dangling_after)
 local now = clock()
 local codes, tokens = {}, {}
 local ob = nil
+-- The namespace's outbox index (as outbox().key), if this script keeps it and it exists.
+local index = indexed == '1' and ('rill:{ns-' .. redis.sha1hex(ns) .. '}:outbox')
+if index and redis.call('EXISTS', index) == 0 then
+  index = false
+end
 
 local function pending_notice(notices)
   if not notices then
@@ -50,9 +55,8 @@ local function delete(name, history, job)
     redis.call('PEXPIREAT', history, us(math.floor((until_us + 999) / 1000)))
   end
   redis.call('DEL', name)
-  if indexed == '1' then -- the index holds jobs with pending notices: not this one
-    ob = ob or outbox()
-    redis.call('ZREM', ob.key(ns), string.match(name, '{(%x+)}'))
+  if index then -- the index holds jobs with pending notices: not this one
+    redis.call('ZREM', index, string.match(name, '{(%x+)}'))
   end
 end
 
