@@ -11,7 +11,8 @@ For each store, in a namespace of its own:
 1. Fill it with N records past retention, written straight to the server: on Redis by
    pipelined HSETs of job hashes and histories shaped as claim.lua and finish.lua write
    them, but with no expiry; on PostgreSQL by one ``INSERT … SELECT generate_series`` of
-   job rows. Half are finished (retention passed an hour ago), half dangling (``processing``,
+   job rows, in a schema of the benchmark's own (``rill_bench_gc``, dropped at the end).
+   Half are finished (retention passed an hour ago), half dangling (``processing``,
    the owner's lease ran out an hour ago).
 2. Time live claims (claim + commit of a fresh key through a ``Ledger``) with nothing else
    running: the idle figures (half before the GC, half after).
@@ -44,6 +45,7 @@ from rill_executor import Claim, Ledger
 HOUR_US = 3600 * 1_000_000
 DANGLING_AFTER = 60.0  # seconds: the seeded dangling jobs' leases ran out an hour ago
 FILL_BATCH = 5000
+PG_SCHEMA = "rill_bench_gc"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -267,23 +269,30 @@ def pg_explain(conninfo: str, namespace: str, limit: int) -> None:
 
 
 def bench_postgres(url: str, n: int, limit: int, pause: float, idle_claims: int) -> None:
+    """In a PostgreSQL schema of its own (``search_path``), dropped at the end: the tables
+    of whoever else uses the database are never touched."""
     import psycopg
 
     namespace = f"bench-gc-{uuid.uuid4().hex[:8]}"
-    conninfo = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    print(f"\nPostgreSQL {url}, namespace {namespace}")
-    Ledger(url, namespace=namespace, lease=30, retention=3600).store.close()  # the schema
+    base = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    options = ("&" if "?" in url else "?") + f"options=-csearch_path%3D{PG_SCHEMA}"
+    conninfo, store_url = base + options, url + options
+    print(f"\nPostgreSQL {url}, schema {PG_SCHEMA}, namespace {namespace}")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {PG_SCHEMA}")
     try:
+        from rill_executor_sql import SqlStore
+
+        SqlStore(store_url, upgrade=True).close()  # the schema, in PG_SCHEMA
         start = time.perf_counter()
         pg_fill(conninfo, namespace, n)
         print(f"  filled {n:,} records in {time.perf_counter() - start:.1f} s")
         pg_explain(conninfo, namespace, limit)
-        idle, during, gc = measure(url, namespace, limit, pause, idle_claims, [])
+        idle, during, gc = measure(store_url, namespace, limit, pause, idle_claims, [])
         report("PostgreSQL", n, idle, during, gc)
     finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute("DELETE FROM rill_jobs WHERE namespace = %s", (namespace,))
-            conn.execute("DELETE FROM rill_fences WHERE namespace = %s", (namespace,))
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
 
 
 def main() -> None:
