@@ -97,13 +97,14 @@ def demo(store: str | None, lease: float) -> None:
 
 
 def _register() -> None:
+    from ._gc import gc
     from ._jobs import attempts, jobs, status
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    for command in (status, attempts, jobs, resolve, check_retention, deliver, schema):
+    for command in (status, attempts, jobs, resolve, gc, check_retention, deliver, schema):
         main.add_command(command)
 
 
