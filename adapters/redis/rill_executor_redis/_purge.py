@@ -10,7 +10,7 @@ claimed again since the ``SCAN`` is live and stays.
 A batch holds at most what the page may still delete, so a page deletes at most ``limit``
 records; ids a step found beyond that travel in the cursor to the next page, so none is
 skipped. A batch also holds at most ``_BATCH`` jobs: Redis runs one script at a time and a
-claim that arrives meanwhile waits for it, so each script stays short (well under 1 ms).
+claim that arrives meanwhile waits for it, so each script stays short (about 1 ms at most).
 A page ends once it has looked at ``_LOOK`` times its ``limit`` keys or taken ``_STEPS``
 steps, so a namespace with few records among many keys of others costs several short
 calls rather than one long one.
