@@ -5,6 +5,7 @@ run deletes nothing, and bad input changes nothing."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -77,17 +78,17 @@ def _insert_claimed(store: SqlStore, requests: list[ClaimRequest]) -> None:
 @pytest.fixture
 def seeded(store_url: str, namespace: str) -> Iterator[dict[str, Any]]:
     """10,000 dangling jobs, 3 finished past retention, 1 of them with a pending notice;
-    and what must stay: a live job, a job within its retention, a job next door."""
+    and what must stay: a live job, a job within its retention, a dangling job next door."""
     dead = _dangling(store_url, namespace, MANY)
     brief = Ledger(store_url, namespace=namespace, lease=0.2, retention=0.4)
     kept = Ledger(store_url, namespace=namespace, lease=30, retention=3600)
-    next_door = Ledger(store_url, namespace=namespace + "-x", lease=0.2, retention=0.4)
+    next_door = Ledger(store_url, namespace=namespace + "-x", lease=30, retention=3600)
+    _dangling(store_url, next_door.namespace, 1)  # past it too, but not this namespace's
     for key in ("old-1", "old-2"):
         brief.claim(key).commit(key)  # type: ignore[union-attr]
     brief.claim("noticed", watch=Watch("task", {"url": "u"})).commit("n")  # type: ignore[union-attr]
     kept.claim("live")
     kept.claim("recent").commit("r")  # type: ignore[union-attr]
-    next_door.claim("old-1").commit("theirs")  # type: ignore[union-attr]
     time.sleep(0.6)
     yield {"dead": dead, "ledger": kept, "next_door": next_door}
     for ledger in (brief, kept, next_door):
@@ -106,28 +107,33 @@ def test_gc_deletes_what_is_past_retention_in_batches_and_keeps_the_rest(
     sample = seeded["dead"][:: MANY // 20]
     gc = ("gc", *opts(store_url, namespace), "--dangling-after", "0")
 
+    # Redis expires a finished record at its retain_until by itself: "old-*" may be gone
+    # before gc looks; a dangling job has no expiry, gc deletes it.
+    expiring = store_url.startswith("redis")
+    expected = range(MANY, MANY + 3) if expiring else [MANY + 2]
     dry = _json(run(*gc, "--dry-run", "-o", "json"))
-    assert (dry["purged"], dry["kept_notices"], dry["dry_run"]) == (MANY + 2, 1, True)
-    assert all(ledger.status(key) is not None for key in [*sample, "old-1", "old-2"])
+    assert dry["purged"] in expected and (dry["kept_notices"], dry["dry_run"]) == (1, True)
+    left = sample if expiring else [*sample, "old-1", "old-2"]
+    assert all(ledger.status(key) is not None for key in left), "a dry run deleted"
 
     done = _json(run(*gc, "--batch", "1000", "-o", "json"))
-    assert (done["purged"], done["kept_notices"], done["dry_run"]) == (MANY + 2, 1, False)
-    assert done["batches"] >= (MANY + 2) // 1000 + 1  # never more than --batch per call
+    assert done["purged"] in expected and (done["kept_notices"], done["dry_run"]) == (1, False)
+    assert done["batches"] >= MANY // 1000 + 1  # never more than --batch per call
     assert all(ledger.status(key) is None for key in [*sample, "old-1", "old-2"])
     for key in ("live", "recent", "noticed"):
         assert ledger.status(key) is not None, f"gc deleted {key}"
-    assert seeded["next_door"].status("old-1") is not None  # another namespace: untouched
+    assert seeded["next_door"].status("dead-00000") is not None  # another namespace: untouched
 
     again = run(*gc)  # text, not a terminal: totals, no progress bar
     assert again.returncode == 0, again.stderr
-    assert f"{namespace}: deleted 0 records past retention in 1 batch" in again.stdout
+    assert re.search(f"{namespace}: deleted 0 records past retention in \\d+ batch", again.stdout)
     assert "kept 1 past retention: a completion notice is still to deliver" in again.stdout
 
 
 def test_gc_keeps_a_dangling_job_until_dangling_after(store_url: str, namespace: str) -> None:
     dead = _dangling(store_url, namespace, 3)
     found = _json(run("gc", *opts(store_url, namespace), "-o", "json"))  # default: 7 days
-    assert (found["purged"], found["batches"]) == (0, 1)
+    assert found["purged"] == 0 and found["batches"] >= 1
     found = _json(run("gc", *opts(store_url, namespace), "--dangling-after", "1h", "-o", "json"))
     assert found["purged"] == 0
     with Ledger(store_url, namespace=namespace) as ledger:
