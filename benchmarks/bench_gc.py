@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_gc.py [--n 1000000] [--stores redis,postgres]
         [--redis-url redis://127.0.0.1:6379/6]
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/h_gc]
-        [--limit 1000] [--pause-ms 0] [--idle-claims 3000]
+        [--limit 1000] [--pause-ms 0] [--window-ms 250]
 
 For each store, in a namespace of its own:
 
@@ -14,11 +14,11 @@ For each store, in a namespace of its own:
    job rows, in a schema of the benchmark's own (``rill_bench_gc``, dropped at the end).
    Half are finished (retention passed an hour ago), half dangling (``processing``,
    the owner's lease ran out an hour ago).
-2. Time live claims (claim + commit of a fresh key through a ``Ledger``) with nothing else
-   running: the idle figures (half before the GC, half after).
-3. Start another process that calls ``ledger.purge`` page by page until its cursor is None
-   (``--pause-ms`` between pages throttles it), and time live claims the same way until it
-   is done: the figures during GC.
+2. Start another process that calls ``ledger.purge`` page by page until its cursor is None
+   (``--pause-ms`` between pages throttles it).
+3. Meanwhile time live claims (claim + commit of a fresh key through a ``Ledger``) in
+   alternating windows of ``--window-ms``: in one the GC runs, in the next it waits (after
+   the page in flight), so the machine's drift falls on both sides of the ratios.
 
 Prints the GC rate (records/s), claim p50/p99 idle and during GC and their ratios (the
 target: p99 during GC <= 2x idle), and the server's side: on Redis the INFO commandstats of
@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import multiprocessing
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -61,34 +62,40 @@ def job_ids(namespace: str, n: int) -> Iterator[str]:
 # -- the GC, in a process of its own --------------------------------------------------------
 
 
-def purge_all(url: str, namespace: str, limit: int, pause: float, ready: Any, done: Any) -> None:
-    """Purge ``namespace`` page by page to the end; put (purged, kept, pages, seconds)."""
+def purge_all(
+    url: str, namespace: str, limit: int, pause: float, ready: Any, go: Any, turn: Any, done: Any
+) -> None:
+    """Purge ``namespace`` page by page to the end, a page only while ``go`` is set and
+    under ``turn``; put (purged, kept, pages, seconds spent in pages and pauses)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the durability warning: reported by the parent
         ledger = Ledger(url, namespace=namespace, lease=30, retention=3600)
     ready.set()
     purged = kept = pages = 0
+    busy = 0.0
     cursor: str | None = None
-    start = time.perf_counter()
     while True:
-        report = ledger.purge(limit=limit, after=cursor, dangling_after=DANGLING_AFTER)
+        go.wait()
+        with turn:
+            start = time.perf_counter()
+            report = ledger.purge(limit=limit, after=cursor, dangling_after=DANGLING_AFTER)
+            busy += time.perf_counter() - start
         purged, kept, pages = purged + report.purged, kept + report.kept_notices, pages + 1
         if (cursor := report.cursor) is None:
             break
         time.sleep(pause)
-    done.put((purged, kept, pages, time.perf_counter() - start))
+        busy += pause
     ledger.store.close()
+    done.put((purged, kept, pages, busy))
 
 
-def claims(
-    ledger: Ledger, prefix: str, until: Callable[[int], bool], made: list[str]
-) -> list[float]:
-    """Microseconds per claim + commit of fresh keys, until ``until(count)``; the jobs'
-    ids go to ``made``."""
+def claims(ledger: Ledger, names: Iterator[str], until: float, made: list[str]) -> list[float]:
+    """Microseconds per claim + commit of fresh keys, until ``time.monotonic() >= until``;
+    the jobs' ids go to ``made``."""
     samples: list[float] = []
-    while not until(len(samples)):
+    while time.monotonic() < until:
         start = time.perf_counter_ns()
-        claim = ledger.claim(f"{prefix}-{len(samples)}")
+        claim = ledger.claim(next(names))
         assert isinstance(claim, Claim)
         claim.commit({"n": len(samples)})
         samples.append((time.perf_counter_ns() - start) / 1000)
@@ -97,25 +104,32 @@ def claims(
 
 
 def measure(
-    url: str, namespace: str, limit: int, pause: float, idle_claims: int, made: list[str]
+    url: str, namespace: str, limit: int, pause: float, window: float, made: list[str]
 ) -> tuple[list[float], list[float], tuple[int, int, int, float]]:
-    """Claims idle, then while another process purges, then idle again (half before, half
-    after, so that drift of the machine falls on both sides): (idle, during, GC result)."""
+    """Claims in alternating windows while another process purges: the GC runs in one
+    window and waits (after its page in flight) in the next, so that the machine's drift
+    falls on both sides. (idle, during, GC result)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ledger = Ledger(url, namespace=namespace, lease=30, retention=3600)
+    names = (f"live-{n}" for n in itertools.count())
+    spawn = multiprocessing.get_context("spawn")
+    ready, go, turn, done = spawn.Event(), spawn.Event(), spawn.Lock(), spawn.Queue()
+    gc = spawn.Process(target=purge_all, args=(url, namespace, limit, pause, ready, go, turn, done))
+    idle: list[float] = []
+    during: list[float] = []
     try:
-        claims(ledger, "warm", lambda count: count >= 200, made)
-        idle = claims(ledger, "idle", lambda count: count >= idle_claims // 2, made)
-        spawn = multiprocessing.get_context("spawn")
-        ready, done = spawn.Event(), spawn.Queue()
-        gc = spawn.Process(target=purge_all, args=(url, namespace, limit, pause, ready, done))
+        claims(ledger, names, time.monotonic() + 1, made)  # warm-up
         gc.start()
-        ready.wait()  # its imports and connection are not part of the GC
-        during = claims(ledger, "gc", lambda _: not done.empty(), made)
+        ready.wait()  # its start-up is not part of either side
+        while done.empty():
+            with turn:  # the GC waits: idle
+                idle += claims(ledger, names, time.monotonic() + window, made)
+            go.set()
+            during += claims(ledger, names, time.monotonic() + window, made)
+            go.clear()
         result = done.get()
         gc.join()
-        idle += claims(ledger, "after", lambda count: count >= idle_claims // 2, made)
     finally:
         ledger.store.close()
     return idle, during, result
@@ -126,8 +140,10 @@ def report(name: str, n: int, idle: list[float], during: list[float], gc: tuple[
     p50i, p99i = percentile(idle, 0.5), percentile(idle, 0.99)
     p50g, p99g = percentile(during, 0.5), percentile(during, 0.99)
     print(f"\n{name}: GC of {n:,} records past retention")
-    print(f"  purged {purged:,} (kept for notices {kept}) in {pages:,} pages, {seconds:.1f} s")
-    print(f"  GC rate                    {purged / seconds:>12,.0f} records/s")
+    print(
+        f"  purged {purged:,} (kept for notices {kept}) in {pages:,} pages, {seconds:.1f} s of GC"
+    )
+    print(f"  GC rate                    {purged / seconds:>12,.0f} records/s (while running)")
     print(f"  claim+commit idle          p50 {p50i:>8.0f} µs   p99 {p99i:>8.0f} µs  ({len(idle)})")
     print(
         f"  claim+commit during GC     p50 {p50g:>8.0f} µs   p99 {p99g:>8.0f} µs  ({len(during)})"
@@ -192,7 +208,7 @@ def redis_cleanup(client: redis.Redis, namespace: str, n: int, live: list[str]) 
     pipe.execute()
 
 
-def bench_redis(url: str, n: int, limit: int, pause: float, idle_claims: int) -> None:
+def bench_redis(url: str, n: int, limit: int, pause: float, window: float) -> None:
     namespace = f"bench-gc-{uuid.uuid4().hex[:8]}"
     store_url = url + ("&" if "?" in url else "?") + "durability=ignore"
     client = redis.Redis.from_url(url)
@@ -203,10 +219,10 @@ def bench_redis(url: str, n: int, limit: int, pause: float, idle_claims: int) ->
     made: list[str] = []
     try:
         before = commandstats(client)
-        idle, during, gc = measure(store_url, namespace, limit, pause, idle_claims, made)
+        idle, during, gc = measure(store_url, namespace, limit, pause, window, made)
         after = commandstats(client)
         report("Redis", n, idle, during, gc)
-        print("  server, INFO commandstats over the idle and GC phases (all its clients):")
+        print("  server, INFO commandstats over the run (all its clients):")
         for name, (calls, usec) in after.items():
             calls0, usec0 = before.get(name, (0, 0))
             dc, du = calls - calls0, usec - usec0
@@ -268,7 +284,7 @@ def pg_explain(conninfo: str, namespace: str, limit: int) -> None:
         print(f"    {line}")
 
 
-def bench_postgres(url: str, n: int, limit: int, pause: float, idle_claims: int) -> None:
+def bench_postgres(url: str, n: int, limit: int, pause: float, window: float) -> None:
     """In a PostgreSQL schema of its own (``search_path``), dropped at the end: the tables
     of whoever else uses the database are never touched."""
     import psycopg
@@ -288,7 +304,7 @@ def bench_postgres(url: str, n: int, limit: int, pause: float, idle_claims: int)
         pg_fill(conninfo, namespace, n)
         print(f"  filled {n:,} records in {time.perf_counter() - start:.1f} s")
         pg_explain(conninfo, namespace, limit)
-        idle, during, gc = measure(store_url, namespace, limit, pause, idle_claims, [])
+        idle, during, gc = measure(store_url, namespace, limit, pause, window, [])
         report("PostgreSQL", n, idle, during, gc)
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
@@ -307,7 +323,9 @@ def main() -> None:
     parser.add_argument(
         "--pause-ms", type=float, default=0.0, help="the GC's pause between pages (throttle)"
     )
-    parser.add_argument("--idle-claims", type=int, default=3000)
+    parser.add_argument(
+        "--window-ms", type=float, default=250.0, help="length of each idle and GC window"
+    )
     args = parser.parse_args()
     pause = args.pause_ms / 1000
     print(
@@ -316,9 +334,9 @@ def main() -> None:
     )
     for store in args.stores.split(","):
         if store == "redis":
-            bench_redis(args.redis_url, args.n, args.limit, pause, args.idle_claims)
+            bench_redis(args.redis_url, args.n, args.limit, pause, args.window_ms / 1000)
         elif store == "postgres":
-            bench_postgres(args.postgres_url, args.n, args.limit, pause, args.idle_claims)
+            bench_postgres(args.postgres_url, args.n, args.limit, pause, args.window_ms / 1000)
         else:
             parser.error(f"unknown store {store!r}: use redis, postgres or both")
 

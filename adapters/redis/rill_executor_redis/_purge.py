@@ -33,7 +33,7 @@ from ._scripts import pack
 
 __all__ = ["Purge", "purge_args"]
 
-_COUNT = (16, 1000)  # the SCAN COUNT hint: what the page may still delete, within these
+_COUNT = (16, 250)  # the SCAN COUNT hint: what the page may still delete, within these
 _LOOK = 10  # a page looks at no more than this many times its limit of keys
 _STEPS = 100  # and takes no more SCAN steps than this
 _BATCH = 50  # jobs per purge.lua (or pipeline): a script blocks the server while it runs

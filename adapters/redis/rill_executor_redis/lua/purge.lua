@@ -47,13 +47,10 @@ local function delete(name, history, job)
   if tonumber(redis.call('HGET', history, 'fence') or '0') < tonumber(fence) then
     redis.call('HSET', history, 'fence', fence)
   end
-  -- A dangling job's history never expires; an ended one's expires one retention after
-  -- its record would have: keep the later of that and a retention from now.
+  -- A dangling job's history never expires; an ended one's would one retention after its
+  -- record: now + keep_for is never earlier than that (now >= retain_until).
   local until_us = now + keep_for(job[2], job[5], job[6])
-  local ttl = redis.call('PTTL', history)
-  if ttl < 0 or (now / 1000 + ttl) < until_us / 1000 then
-    redis.call('PEXPIREAT', history, us(math.floor((until_us + 999) / 1000)))
-  end
+  redis.call('PEXPIREAT', history, us(math.floor((until_us + 999) / 1000)))
   redis.call('DEL', name)
   if index then -- the index holds jobs with pending notices: not this one
     redis.call('ZREM', index, string.match(name, '{(%x+)}'))
