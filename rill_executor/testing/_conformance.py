@@ -1305,10 +1305,11 @@ class StoreConformance:
         assert recent is not None and recent.result == "new"
         assert running is not None and running.state is JobState.PROCESSING
         assert self._purge_all(brief)[:2] == (0, 0)  # nothing more to delete
-        again = brief.claim("done")  # a purged key is a fresh job
+        again = brief.claim("done")  # a purged key is claimed at once, by a new request
         assert is_claim(again)
         status = brief.status("done")
-        assert status is not None and [a.attempt_id for a in status.attempts] == [again.attempt_id]
+        assert status is not None and status.owner is not None
+        assert status.owner.attempt_id == again.attempt_id
 
     def test_purge_takes_a_dangling_job_after_dangling_after(
         self, driver: LedgerDriver, namespace: str
@@ -1385,7 +1386,9 @@ class StoreConformance:
         time.sleep(0.6)
         before = {key: _stable(ledger.status(key)) for key in [*keys, "noticed"]}
         report = ledger.purge(dry_run=True, dangling_after=0.1)
-        assert (report.purged, report.kept_notices, report.dry_run) == (3, 1, True)
+        assert report.dry_run
+        if self.exact_listing:  # a scan may need more calls to see the namespace
+            assert (report.purged, report.kept_notices) == (3, 1)
         assert {key: _stable(ledger.status(key)) for key in before} == before
         counted = self._purge_all(ledger, dry_run=True, limit=2, dangling_after=0.1)
         assert counted[:2] == (3, 1)
