@@ -18,7 +18,7 @@ from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore, job_keys
 from rill_executor_redis._keys import outbox_keys
 
-from .conftest import AnyStore, BlockingStore
+from .conftest import QUIET, AnyStore, BlockingStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 Admin = redis.Redis | redis.cluster.RedisCluster
@@ -215,3 +215,24 @@ def test_a_cursor_this_store_never_returned_is_refused(
         and status.owner is not None
         and status.owner.attempt_id == claim.attempt_id
     )
+
+
+@pytest.mark.parametrize("where", ["standalone", "cluster"])
+def test_a_purge_after_script_flush_loads_its_script_and_deletes_once(
+    make_store: MakeStore, request: pytest.FixtureRequest, where: str
+) -> None:
+    admin: Admin
+    if where == "standalone":  # a server of the test's own: SCRIPT FLUSH is server-wide
+        server = request.getfixturevalue("private_redis")
+        url, admin = with_query(server.url, QUIET), server.client()
+    else:
+        url = request.getfixturevalue("cluster_url")
+        admin = request.getfixturevalue("cluster_admin")
+    ledger = _ledger(make_store(url))
+    claims = [ledger.claim(f"k{n}") for n in range(12)]  # on every primary of a Cluster
+    for claim in claims:
+        assert isinstance(claim, Claim)
+        _dangle(admin, claim.job_id, ago_s=120)
+    admin.script_flush()  # on every node: the purge script is gone
+    assert _purge_all(ledger, dangling_after=60)[0] == 12  # each counted once
+    assert all(ledger.status(f"k{n}") is None for n in range(12))
