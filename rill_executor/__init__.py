@@ -48,6 +48,7 @@ from ._memory_outputs import MemoryOutputStore
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome
 from ._outputs import OutputStore, StoredObject
+from ._purge import PurgeReport
 from ._records import (
     AttemptInfo,
     AttemptOutcome,
@@ -119,6 +120,7 @@ __all__ = [
     "NoticeInfo",
     "OutcomeError",
     "OwnerInfo",
+    "PurgeReport",
     "Replay",
     "ResolutionRefused",
     "RetryPolicy",

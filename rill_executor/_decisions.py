@@ -55,14 +55,15 @@ def decide_claim(job: JobRow | None, request: ClaimRequest, now: int) -> ClaimAc
     return ClaimAction.TAKEOVER
 
 
-def claimed_row(job: JobRow | None, request: ClaimRequest, now: int) -> JobRow:
-    """The job as it stands after an INSERT or TAKEOVER by ``request``."""
+def claimed_row(job: JobRow | None, request: ClaimRequest, now: int, last_fence: int = 0) -> JobRow:
+    """The job as it stands after an INSERT or TAKEOVER by ``request``; an INSERT continues
+    from ``last_fence``, the fence a purged record of the key left behind (see ``_purge``)."""
     return JobRow(
         job_id=request.job_id,
         namespace=request.namespace,
         key=request.key,
         state=JobState.PROCESSING,
-        fence=1 if job is None else job.fence + 1,
+        fence=(last_fence if job is None else job.fence) + 1,
         owner_attempt=request.attempt_id,
         claimed_at=now,
         lease_until=now + request.lease_us,

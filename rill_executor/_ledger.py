@@ -39,10 +39,11 @@ from ._listing import JobList, check_query
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
+from ._purge import PurgeReport, check_purge
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
 from ._resolution import NO_RESULT, refusal_of, resolution_request
-from ._store import AsyncStore, JobQuery, Store
+from ._store import AsyncStore, JobQuery, PurgeRequest, Store
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -159,6 +160,26 @@ class _LedgerBase:
                 else validate_result_version(result_version),
                 after=after,
                 limit=limit,
+            )
+        )
+
+    def _purge_request(
+        self, limit: int, after: str | None, dry_run: bool, dangling_after: Seconds | None
+    ) -> PurgeRequest:
+        if not isinstance(dry_run, bool):
+            raise UsageError(f"dry_run must be True or False, got {dry_run!r}")
+        dangling_us = (
+            self._core.config.retention_us
+            if dangling_after is None
+            else to_us(dangling_after, "dangling_after", zero=True)
+        )
+        return check_purge(
+            PurgeRequest(
+                namespace=self.namespace,
+                dangling_after_us=dangling_us,
+                limit=limit,
+                after=after,
+                dry_run=dry_run,
             )
         )
 
@@ -389,6 +410,23 @@ class Ledger(_LedgerBase):
                 ]
             )
         return drill.report(listed.store_time)
+
+    def purge(
+        self,
+        *,
+        limit: int = 1000,
+        after: str | None = None,
+        dry_run: bool = False,
+        dangling_after: Seconds | None = None,
+    ) -> PurgeReport:
+        """Delete up to ``limit`` of this namespace's records past retention: ended jobs
+        whose retention passed, and ``processing`` jobs whose lease ran out at least
+        ``dangling_after`` ago (default: the ledger's retention). A record with a pending
+        completion notice is kept (``kept_notices``); the key's fences go on from the
+        deleted record's. Pass the report's ``cursor`` as ``after`` until it is None;
+        ``dry_run`` counts without deleting. One store call."""
+        request = self._purge_request(limit, after, dry_run, dangling_after)
+        return PurgeReport.build(self.store.purge(request), dry_run=dry_run)
 
     def audit(self, key: str) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
@@ -642,6 +680,17 @@ class AsyncLedger(_LedgerBase):
                 audits.append(self._audit(store_id, job_id, status, found))
             drill.add_outputs(audits)
         return drill.report(listed.store_time)
+
+    async def purge(
+        self,
+        *,
+        limit: int = 1000,
+        after: str | None = None,
+        dry_run: bool = False,
+        dangling_after: Seconds | None = None,
+    ) -> PurgeReport:
+        request = self._purge_request(limit, after, dry_run, dangling_after)
+        return PurgeReport.build(await self.store.purge(request), dry_run=dry_run)
 
     async def audit(self, key: str) -> OutputAudit:
         outputs, job_id = self._output_store(), self._core.job_id(key)

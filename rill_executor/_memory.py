@@ -28,6 +28,7 @@ from ._decisions import (
 from ._events import appended_event
 from ._listing import listed
 from ._notices import leasable, lease_notice, settle_notice
+from ._purge import fence_keep_until, purge_batch
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
 from ._store import (
@@ -39,6 +40,8 @@ from ._store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     StoreAnswer,
     StoreStatus,
@@ -53,6 +56,8 @@ class MemoryStore:
         self._jobs: dict[str, JobRow] = {}
         self._attempts: dict[str, list[AttemptRow]] = {}
         self._events: dict[str, str] = {}
+        # What purged records leave: job id -> (namespace, last fence, kept until).
+        self._fences: dict[str, tuple[str, int, int]] = {}
         self._anchor_wall = time.time_ns() // 1000
         self._anchor_mono = time.monotonic_ns() // 1000
         self._id = uuid.uuid4().hex  # its data lives and dies with this instance
@@ -78,7 +83,8 @@ class MemoryStore:
                 if watched is not None:
                     job = self._jobs[request.job_id] = watched
                 return StoreAnswer(ok=False, job=job, now=now)
-            new = claimed_row(job, request, now)
+            last_fence = self._fences.get(request.job_id, ("", 0, 0))[1]
+            new = claimed_row(job, request, now, last_fence)
             attempts = self._attempts.setdefault(request.job_id, [])
             if job is not None and job.state is JobState.PROCESSING:
                 outputs = ended_outputs(job.outputs, "[]")
@@ -202,6 +208,25 @@ class MemoryStore:
         more = len(found) > query.limit
         return JobPage(page, page[-1].job_id if more else None, now)
 
+    def purge(self, request: PurgeRequest) -> PurgePage:
+        with self._lock:
+            now = self._now()
+            doomed, kept, cursor = purge_batch(self._jobs.values(), request, now)
+            if request.dry_run:
+                return PurgePage(len(doomed), kept, cursor, now)
+            for job in doomed:
+                keep = fence_keep_until(job, request.dangling_after_us, now)
+                self._fences[job.job_id] = (job.namespace, job.fence, keep)
+                del self._jobs[job.job_id]
+                self._attempts.pop(job.job_id, None)
+                self._events.pop(job.job_id, None)
+            self._fences = {
+                job_id: fence
+                for job_id, fence in self._fences.items()
+                if fence[0] != request.namespace or fence[2] > now
+            }
+            return PurgePage(len(doomed), kept, cursor, now)
+
     def close(self) -> None:
         pass
 
@@ -264,6 +289,9 @@ class AsyncMemoryStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return self.sync.list_jobs(query)
+
+    async def purge(self, request: PurgeRequest) -> PurgePage:
+        return self.sync.purge(request)
 
     async def close(self) -> None:
         pass

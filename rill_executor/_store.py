@@ -41,6 +41,8 @@ __all__ = [
     "NoticeBatch",
     "NoticeSettlement",
     "Pingable",
+    "PurgePage",
+    "PurgeRequest",
     "Resolution",
     "Store",
     "StoreAnswer",
@@ -165,6 +167,27 @@ class JobPage:
 
 
 @dataclass(frozen=True, slots=True)
+class PurgeRequest:
+    """Which of ``namespace``'s records to delete (``purge``): those past retention."""
+
+    namespace: str
+    dangling_after_us: int  # a processing job whose lease ran out at least this long ago counts too
+    limit: int = 1000  # at most this many records per call
+    after: str | None = None  # the cursor the previous call returned
+    dry_run: bool = False  # count what would be deleted, delete nothing
+
+
+@dataclass(frozen=True, slots=True)
+class PurgePage:
+    """What one ``purge`` call did; ``cursor`` asks for the next call, None after the last."""
+
+    purged: int  # records deleted (dry run: that would be)
+    kept_notices: int  # past retention but kept because a completion notice is still pending
+    cursor: str | None  # call again with it; None when the namespace was gone through
+    now: int
+
+
+@dataclass(frozen=True, slots=True)
 class StoreStatus:
     job: JobRow
     attempts: list[AttemptRow]
@@ -226,6 +249,17 @@ class Store(Protocol):
         may hold a few more than ``limit`` jobs and a job changed during the listing may
         appear twice; a job that matches throughout is listed at least once."""
 
+    def purge(self, request: PurgeRequest) -> PurgePage:
+        """Delete up to ``request.limit`` of the namespace's records past retention
+        (``purgeable``) after the cursor, in job id order, and return the next cursor.
+
+        A record with a pending completion notice is kept and counted (``kept_notices``).
+        The key's last fence outlives its record (``keep_until``, one retention after the
+        delete): a later claim of the key takes fence = that + 1, so fences never repeat.
+        Never waits on a live claim (SQL: ``SKIP LOCKED``; a skipped row is left for the
+        next run). ``dry_run`` counts, deleting nothing. A store that can only scan (Redis)
+        may look at more than ``limit`` records per call, and delete no more than them."""
+
     def close(self) -> None: ...
 
 
@@ -255,6 +289,8 @@ class AsyncStore(Protocol):
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool: ...
 
     async def list_jobs(self, query: JobQuery) -> JobPage: ...
+
+    async def purge(self, request: PurgeRequest) -> PurgePage: ...
 
     async def close(self) -> None: ...
 

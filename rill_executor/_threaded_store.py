@@ -12,6 +12,8 @@ from ._store import (
     JobQuery,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     Store,
     StoreAnswer,
@@ -61,6 +63,9 @@ class ThreadedAsyncStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await asyncio.to_thread(self.sync.list_jobs, query)
+
+    async def purge(self, request: PurgeRequest) -> PurgePage:
+        return await asyncio.to_thread(self.sync.purge, request)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

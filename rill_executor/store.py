@@ -2,7 +2,8 @@
 
 An adapter imports only this module (and its own driver). The outbox rules (watches,
 notices, their leases) are here too, see ``rill_executor._notices`` for what they mean; and
-the event log's (``appended_event``, see ``rill_executor._events``).
+the event log's (``appended_event``, see ``rill_executor._events``); and purging records
+past retention (``purge_batch``, ``fence_keep_until``, see ``rill_executor._purge``).
 """
 
 from ._decisions import (
@@ -36,6 +37,14 @@ from ._notices import (
     replay_notice,
     settle_notice,
 )
+from ._purge import (
+    PurgeVerdict,
+    fence_keep_until,
+    has_pending_notice,
+    past_retention,
+    purge_batch,
+    purge_verdict,
+)
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._resolution import (
     ResolveAction,
@@ -57,6 +66,8 @@ from ._store import (
     NoticeBatch,
     NoticeSettlement,
     Pingable,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     Store,
     StoreAnswer,
@@ -82,6 +93,9 @@ __all__ = [
     "NoticeSettlement",
     "NoticeStatus",
     "Pingable",
+    "PurgePage",
+    "PurgeRequest",
+    "PurgeVerdict",
     "Resolution",
     "ResolveAction",
     "ResolveRefusal",
@@ -102,13 +116,18 @@ __all__ = [
     "dangling",
     "decide_claim",
     "ended_outputs",
+    "fence_keep_until",
     "finish_notices",
     "finished_row",
+    "has_pending_notice",
     "heartbeat_row",
     "lease_notice",
     "leasable",
     "listed",
     "notice_due",
+    "past_retention",
+    "purge_batch",
+    "purge_verdict",
     "registered_row",
     "replay_notice",
     "resolution_event",

@@ -53,7 +53,7 @@ def _fresh_database(url: str, family: str) -> str:
         url = _worker_database(url)
         engine = create_engine(url)
         with engine.begin() as conn:
-            for table in ("rill_attempts", "rill_jobs", "rill_schema"):
+            for table in ("rill_attempts", "rill_jobs", "rill_fences", "rill_schema"):
                 conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
         engine.dispose()
     except Exception as exc:

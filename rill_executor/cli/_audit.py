@@ -28,7 +28,7 @@ def _counts(report: DrillReport) -> list[tuple[str, str]]:
         ("notices sent more than once", str(report.notices_retried)),
     ]
     if report.orphan_outputs is None:
-        rows.append(("orphan outputs", "not checked (no --outputs)"))
+        rows.append(("orphan outputs", "not checked (no --outputs-url)"))
     else:
         rows.append(("orphan outputs", f"{report.orphan_outputs} ({report.orphan_bytes} bytes)"))
     return rows
@@ -54,7 +54,7 @@ def _print(report: DrillReport) -> None:
 
 @click.command()
 @click.option(
-    "--outputs",
+    "--outputs-url",
     envvar="RILL_OUTPUTS",
     show_envvar=True,
     metavar="URL",
@@ -68,13 +68,13 @@ def _print(report: DrillReport) -> None:
     help="Jobs listed per page.",
 )
 @job_options
-def audit(outputs: str | None, page: int, store: str, namespace: str, output: str) -> None:
+def audit(outputs_url: str | None, page: int, store: str, namespace: str, output: str) -> None:
     """The namespace's drill report: each job's record checked against the invariants
     (one committed result, increasing fences, one owner, notices that match the outcome
     that won, each delivered once) and the recovery counted. Exits 1 if an invariant is
     broken. Reads every job: one listing page, then one status read per job."""
     refuse_missing_file(store)
-    with Ledger(store, namespace=namespace, outputs=outputs) as ledger:
+    with Ledger(store, namespace=namespace, outputs=outputs_url) as ledger:
         report = ledger.drill(page=page)
     if output == "json":
         echo_json(report.model_dump(mode="json") | {"ok": report.ok})

@@ -100,13 +100,14 @@ def demo(store: str | None, lease: float) -> None:
 def _register() -> None:
     from ._audit import audit
     from ._bench import bench
+    from ._gc import gc
     from ._jobs import attempts, jobs, status, timeline
     from ._notices import deliver
     from ._resolve import resolve
     from ._retention import check_retention
     from ._schema import schema
 
-    commands = [status, attempts, timeline, jobs, resolve, audit, check_retention, deliver]
+    commands = [status, attempts, timeline, jobs, resolve, audit, gc, check_retention, deliver]
     for command in [*commands, schema, bench]:
         main.add_command(command)
 

@@ -176,6 +176,7 @@ class StoreConformance:
 
     multiprocess = True
     exact_listing = True
+    expires_records = False
 
     @pytest.fixture(params=["sync", "async"])
     def driver(self, request: pytest.FixtureRequest, store_url: str) -> Iterator[LedgerDriver]:
@@ -1298,6 +1299,205 @@ class StoreConformance:
             with pytest.raises((UsageError, ConfigError)):
                 ledger.jobs(**bad)
         assert _stable(ledger.status("k")) == before
+
+    # -- deleting records past retention (purge) ---------------------------------------------
+    # Counts are exact on dangling jobs, which no store expires by itself; a store that
+    # deletes finished records at retain_until on its own (expires_records) may have deleted
+    # them before the purge looks, so only what is left is checked for those.
+
+    def _purge_all(self, ledger: DrivenLedger, **options: Any) -> tuple[int, int, int]:
+        """Purge page by page until the cursor is None: (purged, kept_notices, calls)."""
+        purged = kept = calls = 0
+        cursor = None
+        limit = options.pop("limit", 1000)
+        most = 100 if self.exact_listing else 100_000  # a scan may take many short calls
+        for calls in range(1, most + 1):
+            report = ledger.purge(after=cursor, limit=limit, **options)
+            assert report.purged <= limit, f"one call deleted {report.purged} > {limit}"
+            purged, kept = purged + report.purged, kept + report.kept_notices
+            if (cursor := report.cursor) is None:
+                return purged, kept, calls
+        raise AssertionError("the purge never ended")
+
+    def _finished_purged(self, found: int, expected: int) -> None:
+        if self.expires_records:
+            assert found <= expected, f"purged {found} finished records of {expected}"
+        else:
+            assert found == expected, f"purged {found} finished records, not {expected}"
+
+    def _dead(self, ledger: DrivenLedger, *keys: str) -> None:
+        """Jobs whose owners died: claimed with a 0.2 s lease, never ended."""
+        for key in keys:
+            assert is_claim(ledger.claim(key, lease=0.2))
+
+    def test_purge_deletes_ended_records_past_retention_and_keeps_the_rest(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        brief = driver.ledger(namespace, lease=0.2, retention=0.4)
+        kept = driver.ledger(namespace, lease=30, retention=3600)
+        brief.claim("done").commit("old")
+        brief.claim("broken").fail("bad codec", retryable=False)
+        brief.claim("flaky").fail("disk full", retryable=True)
+        kept.claim("recent").commit("new")
+        kept.claim("running")
+        time.sleep(0.6)
+        purged, notices, _ = self._purge_all(brief)
+        self._finished_purged(purged, 3)
+        assert notices == 0
+        for key in ("done", "broken", "flaky"):
+            assert brief.status(key) is None, f"{key} outlived its retention"
+        recent, running = kept.status("recent"), kept.status("running")
+        assert recent is not None and recent.result == "new"
+        assert running is not None and running.state is JobState.PROCESSING
+        assert self._purge_all(brief)[:2] == (0, 0)  # nothing more to delete
+        again = brief.claim("done")  # a purged key is claimed at once, by a new request
+        assert is_claim(again)
+        status = brief.status("done")
+        assert status is not None and status.owner is not None
+        assert status.owner.attempt_id == again.attempt_id
+
+    def test_purge_takes_a_dangling_job_after_dangling_after(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=3600)
+        self._dead(ledger, "dead")  # nobody takes it over
+        ledger.claim("live", lease=30)
+        time.sleep(0.5)
+        assert ledger.purge().purged == 0  # dangling_after defaults to the retention
+        assert self._purge_all(ledger, dangling_after=30)[0] == 0  # its lease ran out 0.3 s ago
+        assert self._purge_all(ledger, dangling_after=0.1)[:2] == (1, 0)
+        assert ledger.status("dead") is None
+        live = ledger.status("live")
+        assert live is not None and live.owner is not None  # a live lease is never purged
+
+    def test_a_key_claimed_after_its_purge_continues_its_fences(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        ledger.claim("k").fail("flaky", retryable=True)
+        second = ledger.claim("k")
+        assert is_claim(second) and second.fence == 2
+        second.commit("done")
+        self._dead(ledger, "dangling")  # fence 1, its owner dies
+        time.sleep(0.6)
+        purged = self._purge_all(ledger, dangling_after=0.1)[0]
+        self._finished_purged(purged - 1, 1)  # and the dangling one
+        assert ledger.status("k") is None and ledger.status("dangling") is None
+        third = ledger.claim("k")
+        assert is_claim(third) and third.fence == 3, "a purged key's fence started over"
+        heir = ledger.claim("dangling")
+        assert is_claim(heir) and heir.fence == 2, "a purged key's fence started over"
+        with pytest.raises(StaleAttempt):  # the old owner's fence stays superseded
+            second.commit("late")
+        third.commit("again")
+        time.sleep(0.6)
+        assert self._purge_all(ledger, dangling_after=0.1)[0] >= 1  # the heir died too
+        fourth = ledger.claim("k")
+        assert is_claim(fourth) and fourth.fence == 4
+        assert ledger.claim("dangling").fence == 3
+
+    def test_purge_keeps_a_record_whose_notice_is_pending(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
+        ledger.claim("waiting", watch=Watch("task", {"n": 1})).commit("a")
+        ledger.claim("told", watch=Watch("task", {"n": 2})).commit("b")
+        ledger.claim("plain").commit("c")
+        due = ledger.lease_notices(owner="d", lease=0.3)  # "waiting" is leased, not sent
+        (told,) = [n for n in due if n.key == "told"]
+        assert ledger.settle_notice(told, "delivered", "ok")
+        time.sleep(0.6)
+        purged, kept, _ = self._purge_all(ledger)
+        self._finished_purged(purged, 2)
+        assert kept == 1
+        waiting = ledger.status("waiting")
+        assert waiting is not None and [n.status for n in waiting.notices] == ["pending"]
+        assert ledger.status("told") is None and ledger.status("plain") is None
+        assert self._purge_all(ledger)[:2] == (0, 1)  # still pending: still kept
+        (waited,) = ledger.lease_notices(owner="d", lease=30)  # its first lease ran out
+        assert ledger.settle_notice(waited, "dropped", "refused")
+        purged, kept, _ = self._purge_all(ledger)
+        self._finished_purged(purged, 1)
+        assert kept == 0 and ledger.status("waiting") is None
+
+    def test_a_purge_dry_run_counts_and_deletes_nothing(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=3600)
+        keys = ["a", "b", "c"]
+        self._dead(ledger, *keys)
+        brief = driver.ledger(namespace, lease=0.2, retention=0.4)
+        brief.claim("noticed", watch=Watch("t", "u")).commit("n")
+        time.sleep(0.6)
+        before = {key: _stable(ledger.status(key)) for key in [*keys, "noticed"]}
+        report = ledger.purge(dry_run=True, dangling_after=0.1)
+        assert report.dry_run
+        if self.exact_listing:  # a scan may need more calls to see the namespace
+            assert (report.purged, report.kept_notices) == (3, 1)
+        assert {key: _stable(ledger.status(key)) for key in before} == before
+        counted = self._purge_all(ledger, dry_run=True, limit=2, dangling_after=0.1)
+        assert counted[:2] == (3, 1)
+        assert {key: _stable(ledger.status(key)) for key in before} == before
+        done = self._purge_all(ledger, dangling_after=0.1)  # deletes what it counted
+        assert done[:2] == (3, 1)
+        assert all(ledger.status(key) is None for key in keys)
+
+    def test_purge_goes_through_every_record_once_in_batches(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.2, retention=3600)
+        dead = [f"dead-{n}" for n in range(7)]
+        self._dead(ledger, *dead)
+        for key in ("live-1", "live-2"):
+            ledger.claim(key, lease=30)
+        time.sleep(0.5)
+        purged, _, calls = self._purge_all(ledger, limit=3, dangling_after=0.1)
+        assert purged == 7 and calls >= 3  # never more than 3 at once, each exactly once
+        assert all(ledger.status(key) is None for key in dead)
+        assert all(ledger.status(key) is not None for key in ("live-1", "live-2"))
+
+    def test_purge_leaves_other_namespaces_alone(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ours = driver.ledger(namespace, lease=0.2, retention=3600)
+        theirs = driver.ledger(namespace + "x", lease=0.2, retention=3600)
+        self._dead(ours, "k")
+        self._dead(theirs, "k", "j")
+        time.sleep(0.5)
+        assert self._purge_all(ours, dangling_after=0.1)[0] == 1
+        assert ours.status("k") is None
+        left = theirs.status("k")
+        assert left is not None and left.state is JobState.PROCESSING
+        assert theirs.status("j") is not None
+        assert self._purge_all(theirs, dangling_after=0.1)[0] == 2
+
+    def test_purge_is_one_store_call_and_refuses_bad_input(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        calls: Counter[str] = Counter()
+        ledger = driver.ledger(
+            namespace, lease=0.2, retention=3600, wrap=lambda store: _counting(store, calls)
+        )
+        self._dead(ledger, "k")
+        time.sleep(0.5)
+        before = _stable(ledger.status("k"))
+        bad: list[dict[str, Any]] = [
+            {"limit": 0},
+            {"limit": 10_001},
+            {"limit": "9"},
+            {"after": ""},
+            {"dangling_after": -1},
+            {"dry_run": "yes"},
+        ]
+        for options in bad:
+            with pytest.raises(UsageError):
+                ledger.purge(**options)
+        assert _stable(ledger.status("k")) == before
+        calls.clear()
+        ledger.purge(limit=10, dangling_after=0.1)
+        assert calls == Counter(purge=1)  # a batch is one call of the port
+        assert self._purge_all(ledger, dangling_after=0.1)[0] <= 1
+        assert ledger.status("k") is None
 
     # -- lease_left counts down ----------------------------------------------------------------
     def test_in_progress_lease_left_counts_down(self, ledger: DrivenLedger) -> None:

@@ -59,6 +59,7 @@ def test_public_names_are_pinned() -> None:
         "OutputStore",
         "OutputStoreError",
         "OwnerInfo",
+        "PurgeReport",
         "Replay",
         "ResolutionRefused",
         "ResultNotSerializable",

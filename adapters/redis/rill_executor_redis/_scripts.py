@@ -59,6 +59,7 @@ class Op(enum.StrEnum):
     OUTBOX_WATCH = "outbox_watch"  # Cluster: on the namespace's index slot
     OUTBOX_DUE = "outbox_due"
     OUTBOX_UPDATE = "outbox_update"
+    PURGE = "purge"  # a batch of jobs past retention (see _purge)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,8 @@ from rill_executor.store import (
     JobQuery,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     StoreAnswer,
     StoreStatus,
@@ -45,6 +47,7 @@ from ._errors import REDIS_ERRORS, translate, wrap_errors
 from ._keys import IDENTITY, job_keys, outbox_keys
 from ._listing import MATCH, STEP, Scan, scan_reply, time_reply
 from ._outbox import ClusterPass, new_token, settled_update
+from ._purge import Purge, purge_args
 from ._rows import (
     FIELD_NAMES,
     answer_from,
@@ -212,6 +215,58 @@ class RedisStore:
                 now = self.client.time(**node) if cluster else replies.pop(0)
                 scan.add(cursor, keys, replies, time_reply(now))
         return scan.page()
+
+    def purge(self, request: PurgeRequest) -> PurgePage:
+        """Scans (see ``_purge``): per step one ``SCAN``, then ``purge.lua`` on what it found."""
+        client = self.client
+        cluster = isinstance(client, redis.cluster.RedisCluster)
+        args = purge_args(request, indexed=self._indexed)
+        index = outbox_keys(request.namespace)
+        with wrap_errors("purge", self.where):
+            nodes: list[Any] = (
+                sorted(client.get_primaries(), key=lambda n: n.name)  # type: ignore[no-untyped-call]
+                if isinstance(client, redis.cluster.RedisCluster)
+                else [None]
+            )
+            run = Purge(request, len(nodes))
+            while True:
+                if batch := run.batch():
+                    run.add(batch, self._purge(batch, args))
+                    if (update := run.outbox_update()) is not None:
+                        self._eval(Op.OUTBOX_UPDATE, index, update)
+                elif (step := run.step()) is not None:
+                    node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                    reply = client.scan(step[1], match=MATCH, count=step[2], **node)
+                    run.scanned(*scan_reply(reply))
+                else:
+                    return run.page(0 if run.now else time_reply(client.time()))
+
+    def _purge(self, job_ids: list[str], args: bytes) -> list[Any]:
+        """``purge.lua`` on ``job_ids``: one call on a standalone server, one per job
+        (pipelined) on a Cluster; a script the server does not know is loaded and sent again
+        (a purge checks everything again, so a second run changes nothing twice)."""
+        lua = script(Op.PURGE)
+        if self._indexed:
+            keys = [key for job_id in job_ids for key in job_keys(job_id)]
+            try:
+                return [self.client.evalsha(lua.sha, len(keys), *keys, args)]
+            except NoScriptError:
+                self.client.script_load(lua.source)
+                return [self.client.evalsha(lua.sha, len(keys), *keys, args)]
+        replies: list[Any] = [None] * len(job_ids)
+        todo = list(range(len(job_ids)))
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for i in todo:
+                # redis-py refuses pipe.evalsha on a Cluster; the command routes by its keys
+                pipe.execute_command("EVALSHA", lua.sha, 2, *job_keys(job_ids[i]), args)
+            for i, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+            if not todo:
+                break
+            self.client.script_load(lua.source)
+        return _raised(replies)
 
     def close(self) -> None:
         self.client.close()
@@ -381,6 +436,58 @@ class AsyncRedisStore:
                 scan.add(cursor, keys, replies, time_reply(now))
         return scan.page()
 
+    async def purge(self, request: PurgeRequest) -> PurgePage:
+        """As ``RedisStore.purge``."""
+        if not self._mapped:
+            await self._map_slots()
+        client = self.client
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        args = purge_args(request, indexed=self._indexed)
+        index = outbox_keys(request.namespace)
+        with wrap_errors("purge", self.where):
+            nodes: list[Any] = (
+                sorted(client.get_primaries(), key=lambda n: n.name)
+                if isinstance(client, redis.asyncio.cluster.RedisCluster)
+                else [None]
+            )
+            run = Purge(request, len(nodes))
+            while True:
+                if batch := run.batch():
+                    run.add(batch, await self._purge(batch, args))
+                    if (update := run.outbox_update()) is not None:
+                        await self._eval(Op.OUTBOX_UPDATE, index, update)
+                elif (step := run.step()) is not None:
+                    node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                    reply = await client.scan(step[1], match=MATCH, count=step[2], **node)
+                    run.scanned(*scan_reply(reply))
+                else:
+                    return run.page(0 if run.now else time_reply(await client.time()))
+
+    async def _purge(self, job_ids: list[str], args: bytes) -> list[Any]:
+        """As ``RedisStore._purge``."""
+        lua = script(Op.PURGE)
+        if self._indexed:
+            keys = [key for job_id in job_ids for key in job_keys(job_id)]
+            try:
+                return [await self.client.evalsha(lua.sha, len(keys), *keys, args)]
+            except NoScriptError:
+                await self.client.script_load(lua.source)
+                return [await self.client.evalsha(lua.sha, len(keys), *keys, args)]
+        replies: list[Any] = [None] * len(job_ids)
+        todo = list(range(len(job_ids)))
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            for i in todo:
+                # redis-py refuses pipe.evalsha on a Cluster; the command routes by its keys
+                pipe.execute_command("EVALSHA", lua.sha, 2, *job_keys(job_ids[i]), args)
+            for i, reply in zip(todo, await pipe.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+            if not todo:
+                break
+            await self.client.script_load(lua.source)
+        return _raised(replies)
+
     async def close(self) -> None:
         await self.client.aclose()
 
@@ -443,6 +550,14 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
     if parsed.durability is not Durability.IGNORE:
         RedisStore.from_url(url).close()  # the sync store runs the check and warns
     return AsyncRedisStore.from_url(url)
+
+
+def _raised(replies: list[Any]) -> list[Any]:
+    """A pipeline's replies, or the first error among them raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
 
 
 def _text(reply: bytes | str | None) -> str:

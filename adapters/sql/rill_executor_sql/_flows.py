@@ -18,7 +18,19 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, NamedTuple, TypeAlias
 
-from sqlalchemy import Executable, and_, bindparam, literal, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    Executable,
+    and_,
+    bindparam,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.dialects import mysql, sqlite
 
 from rill_executor.store import (
     AttemptOutcome,
@@ -34,6 +46,8 @@ from rill_executor.store import (
     LeasedNotice,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     StoreAnswer,
     StoreStatus,
@@ -44,6 +58,7 @@ from rill_executor.store import (
     claimed_row,
     decide_claim,
     ended_outputs,
+    fence_keep_until,
     finished_row,
     heartbeat_row,
     leasable,
@@ -58,8 +73,8 @@ from rill_executor.store import (
 )
 
 from ._dialect import SqlDialect
-from ._queries import ANSWER_COLUMNS, STATUS_COLUMNS, named
-from ._schema import JSON_COLUMNS, jobs
+from ._queries import ANSWER_COLUMNS, PURGE_COLUMNS, STATUS_COLUMNS, named
+from ._schema import JSON_COLUMNS, fences, jobs
 
 __all__ = [
     "Flow",
@@ -71,6 +86,7 @@ __all__ = [
     "record_event",
     "list_jobs",
     "ping",
+    "purge",
     "register_output",
     "resolve",
     "settle",
@@ -95,7 +111,7 @@ _MAX_RACES = 8
 
 @cache
 def _raw(name: str) -> Raw:
-    columns = STATUS_COLUMNS if name == "status" else ANSWER_COLUMNS
+    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS}.get(name, ANSWER_COLUMNS)
     return Raw(named("postgres", name), columns)
 
 
@@ -310,6 +326,9 @@ def _clock(dialect: SqlDialect) -> Generator[Step, Rows, int]:
     return int(row["now"])
 
 
+_last_fence = select(fences.c.fence).where(fences.c.job_id == bindparam("job_id"))
+
+
 def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     job, history, now = yield from _locked(dialect, request.job_id)
     action = decide_claim(job, request, now)
@@ -319,7 +338,11 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
             yield _write_outbox, _outbox_params(dialect, watched)
             job = watched
         return StoreAnswer(ok=False, job=job, now=now)
-    new = claimed_row(job, request, now)
+    last_fence = 0
+    if job is None:  # a purged record of the key may have left its fence behind
+        found = yield _last_fence, {"job_id": request.job_id}
+        last_fence = int(found[0]["fence"]) if found else 0
+    new = claimed_row(job, request, now, last_fence)
     if job is None:
         yield _insert_job, _bound(dialect, _columns(new, history))
         return StoreAnswer(ok=True, job=new, now=now)
@@ -581,6 +604,153 @@ def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
     found = [job_row(row) for row in rows if row["job_id"] is not None]
     page = found[: query.limit]
     return JobPage(page, page[-1].job_id if len(found) > query.limit else None, now)
+
+
+# -- purging records past retention -------------------------------------------------------------
+
+_PROCESSING = JobState.PROCESSING.value
+_PICKED = (
+    jobs.c.job_id,
+    jobs.c.namespace,
+    jobs.c.state,
+    jobs.c.fence,
+    jobs.c.finished_at,
+    jobs.c.retain_until,
+    jobs.c.notice_due,
+)
+
+
+@cache
+def _purge_pick(dialect: SqlDialect, after: bool, lock: bool) -> Executable:
+    """The first ``limit`` of a namespace's records past retention (``past_retention``)
+    after the cursor, in job id order; to delete, locked, skipping rows a claim holds."""
+    now = bindparam("now", type_=BigInteger)
+    dangling_us = bindparam("dangling_us", type_=BigInteger)
+    where = [
+        jobs.c.namespace == bindparam("namespace"),
+        or_(
+            and_(jobs.c.state != _PROCESSING, func.coalesce(jobs.c.retain_until, 0) <= now),
+            and_(
+                jobs.c.state == _PROCESSING,
+                func.coalesce(jobs.c.lease_until, 0) + dangling_us <= now,
+            ),
+        ),
+    ]
+    if after:
+        where.append(jobs.c.job_id > bindparam("after"))
+    query = select(*_PICKED).where(*where).order_by(jobs.c.job_id).limit(bindparam("limit"))
+    return query.with_for_update(skip_locked=True) if lock else query
+
+
+_delete_jobs = jobs.delete().where(jobs.c.job_id.in_(bindparam("ids", expanding=True)))
+_delete_fences = fences.delete().where(fences.c.job_id.in_(bindparam("ids", expanding=True)))
+
+
+@cache
+def _keep_fences(dialect: SqlDialect) -> Executable:
+    """Write a purged job's last fence, replacing an older one of the key (SQLite and
+    MariaDB: PostgreSQL purges in one statement, ``purge`` in ``postgres.sql``)."""
+    if dialect.family == "mysql":
+        ins = mysql.insert(fences)
+        return ins.on_duplicate_key_update(
+            fence=ins.inserted.fence, keep_until=ins.inserted.keep_until
+        )
+    ups = sqlite.insert(fences)
+    return ups.on_conflict_do_update(
+        index_elements=[fences.c.job_id],
+        set_={"fence": ups.excluded.fence, "keep_until": ups.excluded.keep_until},
+    )
+
+
+@cache
+def _expired_fences(dialect: SqlDialect) -> Executable:
+    """Fences kept for their whole retention: the next claim may start over at 1."""
+    return (
+        select(fences.c.job_id)
+        .where(
+            fences.c.namespace == bindparam("namespace"), fences.c.keep_until <= bindparam("now")
+        )
+        .order_by(fences.c.keep_until)
+        .limit(bindparam("limit"))
+        .with_for_update(skip_locked=True)
+    )
+
+
+def _picked_row(row: Mapping[Any, Any]) -> JobRow:
+    """The few columns ``fence_keep_until`` reads, as a row."""
+    return JobRow(
+        job_id=row["job_id"],
+        namespace=row["namespace"],
+        key="",
+        state=JobState(row["state"]),
+        fence=int(row["fence"]),
+        owner_attempt=None,
+        claimed_at=None,
+        lease_until=None,
+        fingerprint="",
+        result_version=None,
+        result=None,
+        error=None,
+        retryable=None,
+        created_at=0,
+        updated_at=0,
+        finished_at=row["finished_at"],
+        retain_until=row["retain_until"],
+    )
+
+
+def purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
+    if dialect.server_side and not request.dry_run:
+        return _server_purge(request)
+    return _client_purge(dialect, request)
+
+
+def _client_purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
+    """One short transaction (a dry run: two reads). A pending notice is a non-null
+    ``notice_due`` (``notice_due``), so the rows are picked without their outbox."""
+    now = yield from _clock(dialect)
+    params: dict[str, Any] = {
+        "namespace": request.namespace,
+        "now": now,
+        "dangling_us": request.dangling_after_us,
+        "limit": request.limit,
+    }
+    if request.after is not None:
+        params["after"] = request.after
+    pick = _purge_pick(dialect, request.after is not None, not request.dry_run)
+    rows = yield pick, params
+    doomed = [_picked_row(row) for row in rows if row["notice_due"] is None]
+    cursor = rows[-1]["job_id"] if len(rows) == request.limit else None
+    page = PurgePage(len(doomed), len(rows) - len(doomed), cursor, now)
+    if request.dry_run:
+        return page
+    expired = yield _expired_fences(dialect), params
+    if expired:
+        yield _delete_fences, {"ids": [row["job_id"] for row in expired]}
+    if doomed:
+        yield _delete_jobs, {"ids": [job.job_id for job in doomed]}
+        kept = [
+            {
+                "job_id": job.job_id,
+                "namespace": job.namespace,
+                "fence": job.fence,
+                "keep_until": fence_keep_until(job, request.dangling_after_us, now),
+            }
+            for job in doomed
+        ]
+        yield _keep_fences(dialect), kept
+    return page
+
+
+def _server_purge(request: PurgeRequest) -> Flow:
+    params = {
+        "namespace": request.namespace,
+        "after": request.after or "",
+        "dangling_us": request.dangling_after_us,
+        "limit": request.limit,
+    }
+    ((row,)) = yield _raw("purge"), params
+    return PurgePage(int(row["purged"]), int(row["kept"]), row["cursor"], int(row["now"]))
 
 
 # -- the outbox: short transactions on every dialect --------------------------------------------

@@ -13,7 +13,7 @@ from importlib.resources import files
 
 from ._schema import JSON_COLUMNS, jobs
 
-__all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "STATUS_COLUMNS", "named"]
+__all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "PURGE_COLUMNS", "STATUS_COLUMNS", "named"]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 # The history and the event log are read by status alone.
@@ -26,6 +26,7 @@ _COLUMNS = ", ".join(
 # per-row column metadata.
 ANSWER_COLUMNS = ("ok", "now", *JOB_COLUMNS)
 STATUS_COLUMNS = ("now", *JOB_COLUMNS, "attempts", "events")
+PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
 
 
 @cache

@@ -8,6 +8,9 @@ A job's attempt history is a JSON array in its row, one entry appended when an a
 The outbox lives in the job row too: ``watchers`` (JSON object) and ``notices`` (JSON array),
 with ``notice_due`` (when its earliest pending notice may be leased) indexed per namespace so
 that deliverers find due notices without a scan.
+Purging a record past retention deletes its row and leaves its last fence in ``rill_fences``
+until ``keep_until`` (one retention later), so the next claim of the key continues from it;
+``ix_rill_jobs_namespace`` walks a namespace in job id order, as purge and listing do.
 A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
 ``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
 """
@@ -40,6 +43,7 @@ __all__ = [
     "JSON_COLUMNS",
     "MIGRATIONS",
     "create_v1",
+    "fences",
     "SCHEMA_VERSION",
     "installed_version",
     "jobs",
@@ -89,6 +93,20 @@ jobs = Table(
     Column("notice_due", BigInteger, **_V4),  # notice_due(notices): None when none pending
     Column("events", _json_array, nullable=False, server_default="[]", **_V5),
     Index("ix_rill_jobs_notice_due", "namespace", "notice_due"),
+    # namespace and job_id never change: the index costs the hot-path updates nothing.
+    Index("ix_rill_jobs_namespace", "namespace", "job_id", info={"since": 6}),
+    **_mysql,
+)
+
+fences = Table(
+    "rill_fences",
+    metadata,
+    # The last fence of a purged job, for the next claim of its key (see _flows.purge).
+    Column("job_id", String(64), primary_key=True),
+    Column("namespace", String(64), nullable=False),
+    Column("fence", BigInteger, nullable=False),
+    Column("keep_until", BigInteger, nullable=False),
+    Index("ix_rill_fences_keep_until", "namespace", "keep_until"),
     **_mysql,
 )
 
@@ -142,6 +160,13 @@ def _v5_events(conn: Connection) -> None:
     conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN events {kind} NOT NULL DEFAULT '[]'"))
 
 
+def _v6_purge(conn: Connection) -> None:
+    """Version 6: purging records past retention (the fences they leave, the walk index)."""
+    fences.create(conn, checkfirst=True)
+    (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_namespace")
+    index.create(conn)
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -157,8 +182,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _v3_store_id,
     4: _v4_outbox,
     5: _v5_events,
+    6: _v6_purge,
 }
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def create_v1(conn: Connection, now_us: int) -> None:
@@ -187,7 +213,7 @@ def upgrade(conn: Connection, now_us: int) -> list[int]:
     versions.create(conn, checkfirst=True)
     have = installed_version(conn) or 0
     if have == 0:
-        metadata.create_all(conn, tables=[jobs])
+        metadata.create_all(conn, tables=[jobs, fences])
         _v3_store_id(conn)
         conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
         return [SCHEMA_VERSION]

@@ -17,6 +17,8 @@ from rill_executor.store import (
     JobQuery,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     SchemaMissing,
     StoreAnswer,
@@ -255,6 +257,11 @@ class SqlStore:
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
 
+    def purge(self, request: PurgeRequest) -> PurgePage:
+        return self._run(  # type: ignore[no-any-return]
+            lambda: _flows.purge(self.dialect, request), write=not request.dry_run
+        )
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -368,6 +375,11 @@ class AsyncSqlStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
+
+    async def purge(self, request: PurgeRequest) -> PurgePage:
+        return await self._run(  # type: ignore[no-any-return]
+            lambda: _flows.purge(self.dialect, request), write=not request.dry_run
+        )
 
     async def close(self) -> None:
         await self._disposal.close()

@@ -35,6 +35,8 @@ from rill_executor.store import (
     JobQuery,
     NoticeBatch,
     NoticeSettlement,
+    PurgePage,
+    PurgeRequest,
     Resolution,
     StoreAnswer,
     StoreStatus,
@@ -263,6 +265,9 @@ class BlockingStore:
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self.portal.call(self.store.list_jobs(query))
+
+    def purge(self, request: PurgeRequest) -> PurgePage:
+        return self.portal.call(self.store.purge(request))
 
     def close(self) -> None:
         self.portal.call(self.store.close())

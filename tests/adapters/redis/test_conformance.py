@@ -10,6 +10,7 @@ from rill_executor.testing import StoreConformance
 
 class TestRedis(StoreConformance):
     exact_listing = False  # a SCAN
+    expires_records = True  # a finished record expires at retain_until by itself
 
     @pytest.fixture
     def store_url(self, redis_url: str) -> str:
@@ -18,6 +19,7 @@ class TestRedis(StoreConformance):
 
 class TestRedisCluster(StoreConformance):
     exact_listing = False
+    expires_records = True
 
     @pytest.fixture
     def store_url(self, cluster_url: str) -> str:

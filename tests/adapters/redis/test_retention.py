@@ -1,6 +1,6 @@
-"""Retention on Redis: no expiry while a job runs; after it finishes the record expires
-never before ``retain_until`` and its history never before the record; fences continue
-after the record is gone."""
+"""Retention on Redis: no expiry while a job runs or a notice of it is pending; after it
+finishes the record expires never before ``retain_until`` and its history never before the
+record; fences continue after the record is gone."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from rill_executor import AttemptOutcome, Claim, Ledger, Replay, fingerprint_of
+from rill_executor import AttemptOutcome, Claim, Ledger, Replay, Watch, fingerprint_of
 from rill_executor_redis import job_keys
 
 from .conftest import QUIET, AnyStore, RedisServer, with_query
@@ -98,3 +98,43 @@ def test_a_record_past_retain_until_is_taken_over_with_its_history(
         (first.attempt_id, AttemptOutcome.SUCCEEDED),
         (again.attempt_id, AttemptOutcome.RUNNING),
     ]
+
+
+def test_a_pending_notice_holds_the_expiry_back_until_it_settles(
+    make_store: MakeStore, private_redis: RedisServer
+) -> None:
+    ledger, client = _setup(make_store, private_redis, retention=0.2)
+    claim = ledger.claim("k", lease=30, watch=Watch("task", {"n": 1}))
+    assert isinstance(claim, Claim)
+    claim.commit("done")  # its notice is queued: no expiry, though the retention is short
+    assert _expire_times(client, claim.job_id) == [-1, -1]
+    time.sleep(0.3)  # past retain_until
+    status = ledger.status("k")
+    assert status is not None and [n.status for n in status.notices] == ["pending"]
+    report = ledger.purge()
+    assert (report.purged, report.kept_notices) == (0, 1)
+
+    (notice,) = ledger.lease_notices(owner="d", lease=30)
+    assert ledger.settle_notice(notice, "delivered", "ok")
+    job, history = job_keys(claim.job_id)
+    assert client.exists(job) == 0  # its retention had passed: it goes at once
+    assert client.pexpiretime(history) > 0  # the history, with the fence, a retention later
+    again = ledger.claim("k", lease=30)
+    assert isinstance(again, Claim) and again.fence == claim.fence + 1
+
+
+def test_a_watch_answered_from_an_ended_job_holds_its_expiry_back(
+    make_store: MakeStore, private_redis: RedisServer
+) -> None:
+    ledger, client = _setup(make_store, private_redis, retention=3600)
+    claim = ledger.claim("k", lease=30)
+    assert isinstance(claim, Claim)
+    claim.commit("done")
+    expiries = _expire_times(client, claim.job_id)
+    assert min(expiries) > 0
+    replay = ledger.claim("k", watch=Watch("task", {"n": 2}))  # answered at once: a notice
+    assert isinstance(replay, Replay)
+    assert _expire_times(client, claim.job_id) == [-1, -1]
+    (notice,) = ledger.lease_notices(owner="d", lease=30)
+    assert ledger.settle_notice(notice, "dropped", "refused")
+    assert _expire_times(client, claim.job_id) == expiries  # as the finish set them

@@ -117,7 +117,8 @@ def test_client_decided_stores_use_one_short_transaction(
     store.ping()
     store.close()
     begin = ["BEGIN"] if family == "sqlite" else []
-    fresh_claim = [*begin, "SELECT", "INSERT"]  # clock + locked job row, then the job
+    # clock + locked job row, the fence a purged record of the key left, then the job
+    fresh_claim = [*begin, "SELECT", "SELECT", "INSERT"]
     commit = [*begin, "SELECT", "UPDATE"]  # locked read, then result and history in one row
     replay = [*begin, "SELECT"]  # one locked read
     ping = ["SELECT"]  # SELECT 1, outside any transaction
@@ -151,7 +152,12 @@ def test_schema_upgrade_is_idempotent_and_matches_the_metadata(url: str) -> None
         for table in metadata.sorted_tables:
             columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
             assert columns == {c.name: c.nullable for c in table.columns}, table.name
+            assert _indexes(conn, table.name) == {i.name for i in table.indexes}, table.name
     store.close()
+
+
+def _indexes(conn: Any, table: str) -> set[str | None]:
+    return {i["name"] for i in inspect(conn).get_indexes(table)}
 
 
 @pytest.fixture
@@ -205,23 +211,31 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4, 5]
+    assert store.upgrade() == [2, 3, 4, 5, 6]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
     again.close()
     with store.engine.connect() as conn:
         reflected = {c["name"]: c["nullable"] for c in inspect(conn).get_columns("rill_jobs")}
+        indexes = _indexes(conn, "rill_jobs")
     assert reflected == {c.name: c.nullable for c in jobs.columns}
+    assert indexes == {i.name for i in jobs.indexes}
     ledger = Ledger(store, namespace="old")
     replay = ledger.claim("k", watch=Watch("task", {"url": "u"}))
     assert isinstance(replay, Replay) and replay.result() == "kept"
     (notice,) = ledger.lease_notices(owner="d", lease=30)  # the outbox columns work on it
     assert notice.key == "k" and notice.result == "kept"
+    assert ledger.settle_notice(notice, "delivered", "ok")
     ledger.claim("new")
     assert ledger.record_event("new", "token_refused", reason="expired")  # and the event log
     status = ledger.status("new")
     assert status is not None and [e.reason for e in status.events] == ["expired"]
+    with store.engine.begin() as conn:  # the old job's retention ran out
+        conn.execute(text("UPDATE rill_jobs SET retain_until = 0 WHERE job_key = 'k'"))
+    assert ledger.purge(dangling_after=0).purged == 1  # and purging, fences kept
+    taken = ledger.claim("k")
+    assert isinstance(taken, Claim) and taken.fence == 2
     store.close()
 
 

@@ -60,6 +60,10 @@ if action ~= 'insert' and action ~= 'takeover' then
     end
   end
   save(new, job)
+  if action ~= 'in_progress' then -- a pending notice: no expiry until it settles (see
+    redis.call('PERSIST', KEYS[1]) -- notice_pending in common.lua)
+    redis.call('PERSIST', KEYS[2])
+  end
   return answer(0, now, new)
 end
 

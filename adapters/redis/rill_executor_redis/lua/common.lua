@@ -282,3 +282,11 @@ local function outbox()
     notice_due = notice_due, index_notices = index_notices, lease_one = lease_one,
   }
 end
+
+-- Whether `notices` (the stored JSON text, or false) holds a pending notice. A finished
+-- record with one gets no expiry (finish.lua, resolve.lua; a claim with a watch that
+-- answers an ended job removes it): a queued notice is never lost to an expiry. settle.lua
+-- gives the record its expiry back once none is pending.
+local function notice_pending(notices)
+  return notices and outbox().notice_due(cjson.decode(notices)) ~= nil
+end

@@ -48,9 +48,12 @@ redis.call('HSET', KEYS[2], unpack(history))
 -- The record expires at the first millisecond not before retain_until, never earlier.
 -- Its history lives one retention longer: it never disappears before the record, and
 -- it keeps the last fence for a claim after the record expired (claim.lua).
+-- None while a notice is pending (see notice_pending in common.lua).
 local function ms_not_before(t)
   return us(math.floor((t + 999) / 1000))
 end
-redis.call('PEXPIREAT', KEYS[1], ms_not_before(retain_until))
-redis.call('PEXPIREAT', KEYS[2], ms_not_before(retain_until + retention))
+if not notice_pending(new[NOTICES]) then
+  redis.call('PEXPIREAT', KEYS[1], ms_not_before(retain_until))
+  redis.call('PEXPIREAT', KEYS[2], ms_not_before(retain_until + retention))
+end
 return answer(1, now, new)

@@ -76,8 +76,14 @@ end
 redis.call('HSET', KEYS[1], 'events', cjson.encode(keep))
 
 -- Kept a retention from now (a redo's record too: its history and the decision stay
--- readable), the history one retention longer, as finish.lua does.
-local until_ms = us(math.floor((now + retention + 999) / 1000))
-redis.call('PEXPIREAT', KEYS[1], until_ms)
-redis.call('PEXPIREAT', KEYS[2], us(math.floor((now + 2 * retention + 999) / 1000)))
+-- readable), the history one retention longer, as finish.lua does; no expiry while a
+-- notice is pending (see notice_pending in common.lua).
+if notice_pending(new[NOTICES]) then
+  redis.call('PERSIST', KEYS[1])
+  redis.call('PERSIST', KEYS[2])
+else
+  local until_ms = us(math.floor((now + retention + 999) / 1000))
+  redis.call('PEXPIREAT', KEYS[1], until_ms)
+  redis.call('PEXPIREAT', KEYS[2], us(math.floor((now + 2 * retention + 999) / 1000)))
+end
 return answer(1, now, new)

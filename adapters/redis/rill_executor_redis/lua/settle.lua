@@ -7,7 +7,8 @@
 local id, owner, status, outcome, detail, has_detail, retry_in, indexed = unpack(args(8))
 local now = clock()
 local ob = outbox()
-local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token')
+local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token', 'state',
+  'retain_until', 'finished_at')
 local found = ob.decoded(job[2])
 local settled = false
 for _, notice in ipairs(found) do
@@ -37,4 +38,17 @@ if indexed == '1' then
   ob.index_notices(job[1], string.match(KEYS[1], '{(%x+)}'), found)
 end
 local due = ob.notice_due(found)
+-- The last pending notice of a finished record settled: it gets the expiries finish.lua
+-- held back (see notice_pending in common.lua), the record at retain_until (at once if that
+-- passed), its history one retention after the record. A record without a retention of its
+-- own (a redo's) is left to purge.
+if not due and job[5] ~= 'processing' and redis.call('PTTL', KEYS[1]) == -1 then
+  local retain_until = tonumber(job[6] or '0')
+  local retention = retain_until - tonumber(job[7] or retain_until)
+  if retention > 0 then
+    redis.call('PEXPIREAT', KEYS[1], us(math.floor((retain_until + 999) / 1000)))
+    local history_until = math.max(retain_until, now) + retention
+    redis.call('PEXPIREAT', KEYS[2], us(math.floor((history_until + 999) / 1000)))
+  end
+end
 return cjson.encode({1, due and us(due) or '', job[3] and '1' or '', job[4] or '', job[1]})

@@ -7,7 +7,7 @@
 
 -- name: claim
 -- Claims when there is no job, a retryable failure, an expired lease or a passed
--- retention; otherwise returns the job untouched, writing nothing (a replay is a pure read).
+-- retention (a new record's fence goes on from a purged one's, see purge); otherwise returns the job untouched, writing nothing (a replay is a pure read).
 -- A takeover of a job still marked processing ends its owner's attempt as expired.
 -- An empty answer means a concurrent claim won the insert race: the caller asks again.
 WITH clock AS (
@@ -19,7 +19,13 @@ WITH clock AS (
         job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
         fingerprint, result_version, result, error, retryable, created_at, updated_at,
         finished_at, retain_until, attempts, outputs, origin)
-    SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing', 1, CAST(%(attempt_id)s AS varchar),
+    SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing',
+        -- a first claim continues from the fence a purged record left (rill_fences); cur's
+        -- fence counts when a purge deleted the row after this statement's snapshot
+        coalesce((SELECT cur.fence FROM cur),
+                 (SELECT f.fence FROM rill_fences f WHERE f.job_id = CAST(%(job_id)s AS varchar)),
+                 0) + 1,
+        CAST(%(attempt_id)s AS varchar),
         clock.now_us, clock.now_us + CAST(%(lease_us)s AS bigint), CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
         NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb, '[]'::jsonb,
         CAST(%(origin)s AS text)
@@ -144,3 +150,52 @@ WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns},
     j.attempts::text AS attempts, j.events::text AS events
 FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
+
+-- name: purge
+-- Deletes up to %(limit)s of a namespace's records past retention after the cursor, in job
+-- id order, skipping rows a claim holds locked: ended with retain_until passed, or
+-- processing with the lease run out %(dangling_us)s ago. A record with a pending notice
+-- (notice_due set) is kept and counted. Each deleted job's last fence stays in rill_fences
+-- for one retention (its own, at least %(dangling_us)s), and as many of the namespace's
+-- fences kept that long go. The cursor is the last job id picked when the batch was full.
+WITH clock AS (
+    SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+), picked AS (
+    SELECT j.job_id, j.notice_due
+    FROM rill_jobs j, clock
+    WHERE j.namespace = CAST(%(namespace)s AS varchar)
+      AND j.job_id > CAST(%(after)s AS varchar)
+      AND ((j.state <> 'processing' AND coalesce(j.retain_until, 0) <= clock.now_us)
+        OR (j.state = 'processing'
+            AND coalesce(j.lease_until, 0) + CAST(%(dangling_us)s AS bigint) <= clock.now_us))
+    ORDER BY j.job_id
+    LIMIT CAST(%(limit)s AS bigint)
+    FOR UPDATE OF j SKIP LOCKED
+), gone AS (
+    DELETE FROM rill_jobs j USING picked
+    WHERE j.job_id = picked.job_id AND picked.notice_due IS NULL
+    RETURNING j.job_id, j.namespace, j.fence, j.state, j.finished_at, j.retain_until
+), kept AS (
+    INSERT INTO rill_fences AS f (job_id, namespace, fence, keep_until)
+    SELECT gone.job_id, gone.namespace, gone.fence,
+        clock.now_us + greatest(CAST(%(dangling_us)s AS bigint), CASE
+            WHEN gone.state <> 'processing' THEN coalesce(gone.retain_until - gone.finished_at, 0)
+            ELSE 0 END)
+    FROM gone, clock
+    ON CONFLICT (job_id) DO UPDATE SET fence = EXCLUDED.fence, keep_until = EXCLUDED.keep_until
+), swept AS (
+    DELETE FROM rill_fences f
+    WHERE f.job_id IN (
+        SELECT e.job_id FROM rill_fences e, clock
+        WHERE e.namespace = CAST(%(namespace)s AS varchar) AND e.keep_until <= clock.now_us
+          AND e.job_id NOT IN (SELECT picked.job_id FROM picked)
+        ORDER BY e.keep_until
+        LIMIT CAST(%(limit)s AS bigint)
+        FOR UPDATE OF e SKIP LOCKED)
+)
+SELECT clock.now_us AS now,
+    (SELECT count(*) FROM gone) AS purged,
+    (SELECT count(*) FROM picked WHERE picked.notice_due IS NOT NULL) AS kept,
+    CASE WHEN (SELECT count(*) FROM picked) = CAST(%(limit)s AS bigint)
+         THEN (SELECT max(picked.job_id) FROM picked) END AS cursor
+FROM clock
