@@ -138,3 +138,19 @@ def test_a_watch_answered_from_an_ended_job_holds_its_expiry_back(
     (notice,) = ledger.lease_notices(owner="d", lease=30)
     assert ledger.settle_notice(notice, "dropped", "refused")
     assert _expire_times(client, claim.job_id) == expiries  # as the finish set them
+
+
+def test_a_resent_dispatch_already_answered_keeps_the_expiry(
+    make_store: MakeStore, private_redis: RedisServer
+) -> None:
+    ledger, client = _setup(make_store, private_redis, retention=3600)
+    claim = ledger.claim("k", lease=30, watch=Watch("task", {"n": 1}))
+    assert isinstance(claim, Claim)
+    claim.commit("done")
+    (notice,) = ledger.lease_notices(owner="d", lease=30)
+    assert ledger.settle_notice(notice, "delivered", "ok")
+    expiries = _expire_times(client, claim.job_id)
+    assert min(expiries) > 0
+    resent = ledger.claim("k", watch=Watch("task", {"n": 1}))  # no second notice
+    assert isinstance(resent, Replay)
+    assert _expire_times(client, claim.job_id) == expiries

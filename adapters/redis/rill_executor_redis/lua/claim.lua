@@ -60,8 +60,10 @@ if action ~= 'insert' and action ~= 'takeover' then
     end
   end
   save(new, job)
-  if action ~= 'in_progress' then -- a pending notice: no expiry until it settles (see
-    redis.call('PERSIST', KEYS[1]) -- notice_pending in common.lua)
+  -- A pending notice: no expiry until it settles (see notice_pending in common.lua). A
+  -- resend already answered added none, and the record keeps its expiry.
+  if action ~= 'in_progress' and notice_pending(new[NOTICES]) then
+    redis.call('PERSIST', KEYS[1])
     redis.call('PERSIST', KEYS[2])
   end
   return answer(0, now, new)
