@@ -2,8 +2,8 @@
 
 A record is past retention when it ended and its ``retain_until`` passed, or when it is
 still ``processing`` and its owner's lease ran out at least ``dangling_after_us`` ago (the
-owner died). It is kept while a completion notice waits for delivery (ARCHITECTURE
-invariant 8). A deleted record leaves its last fence behind for one retention, so the next
+owner died). It is kept while a completion notice waits for delivery (invariant 10 in
+docs/concepts.md). A deleted record leaves its last fence behind for one retention, so the next
 claim of its key continues from it and fences never repeat. Stores decide with these rules
 (memory, SQLite, MariaDB) or encode the same ones (the PostgreSQL statement, Redis scripts).
 """

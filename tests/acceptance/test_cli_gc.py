@@ -118,7 +118,7 @@ def test_gc_deletes_what_is_past_retention_in_batches_and_keeps_the_rest(
 
     done = _json(run(*gc, "--batch", "1000", "-o", "json"))
     assert done["purged"] in expected and (done["kept_notices"], done["dry_run"]) == (1, False)
-    assert done["batches"] >= MANY // 1000 + 1  # never more than --batch per call
+    assert done["batches"] >= -(-done["purged"] // 1000)  # never more than --batch per call
     assert all(ledger.status(key) is None for key in [*sample, "old-1", "old-2"])
     for key in ("live", "recent", "noticed"):
         assert ledger.status(key) is not None, f"gc deleted {key}"
