@@ -23,7 +23,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadscope
 
 bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-bench.txt
