@@ -3,7 +3,7 @@
     make bench-gc                                   # N = 1,000,000 on both stores
     .venv/bin/python benchmarks/bench_gc.py [--n 1000000] [--stores redis,postgres]
         [--redis-url redis://127.0.0.1:6379/6]
-        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/h_gc]
+        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
         [--limit 1000] [--pause-ms 0] [--window-ms 250]
 
 For each store, in a namespace of its own:
@@ -317,7 +317,7 @@ def main() -> None:
     parser.add_argument("--stores", default="redis,postgres")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/6")
     parser.add_argument(
-        "--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/h_gc"
+        "--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test"
     )
     parser.add_argument("--limit", type=int, default=1000, help="records per purge page")
     parser.add_argument(
