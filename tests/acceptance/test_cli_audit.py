@@ -17,9 +17,10 @@ from sqlalchemy import create_engine, text
 from rill_executor import Ledger, Watch
 from rill_executor._keys import job_id
 
-from .test_cli_operations import claimed, expire, ledger, namespace, opts, run, store_url
+from .cli import opts, run
+from .test_cli_operations import claimed, expire, ledger, namespace
 
-__all__ = ["ledger", "namespace", "store_url"]  # fixtures, shared
+__all__ = ["ledger", "namespace"]  # fixtures, shared
 
 
 class Raw(Protocol):

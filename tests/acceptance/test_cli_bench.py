@@ -15,7 +15,7 @@ import pytest
 
 from rill_executor import JobSummary, Ledger
 
-from .test_cli_operations import run
+from .cli import run
 
 MEASURES = ["floor", "fresh", "decorated", "replay", "status"]
 

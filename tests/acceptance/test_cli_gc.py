@@ -23,14 +23,9 @@ from rill_executor_sql import SqlStore
 from rill_executor_sql._flows import _bound, _columns
 from rill_executor_sql._schema import jobs
 
-from .test_cli_operations import opts, run
+from .cli import opts, run
 
 MANY = 10_000
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 @pytest.fixture

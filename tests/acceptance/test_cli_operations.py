@@ -4,9 +4,6 @@ SQLite, PostgreSQL and Redis: status, attempts, check-retention, deliver, and ba
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,25 +17,7 @@ import pytest
 
 from rill_executor import Claim, JobStatus, Ledger, Watch
 
-EXE = Path(sys.executable).parent / "rill-executor"
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    assert EXE.exists(), f"{EXE} is missing: install rill-executor[cli] in this environment"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
-    return subprocess.run(
-        [EXE, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=clean | (env or {}),
-    )
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue(f"{request.param}_url"))
+from .cli import opts, run
 
 
 @pytest.fixture
@@ -71,10 +50,6 @@ def stable(status: JobStatus | None) -> Any:
     """A status without what moves with the clock."""
     assert status is not None
     return status.model_dump(mode="json", exclude={"store_time", "owner"})
-
-
-def opts(store_url: str, namespace: str) -> tuple[str, ...]:
-    return ("--store", store_url, "--namespace", namespace)
 
 
 # -- status and attempts ---------------------------------------------------------------------

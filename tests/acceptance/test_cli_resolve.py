@@ -5,7 +5,6 @@ resolves its job."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,13 +13,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
 from rill_executor import Claim, JobState, Ledger, Replay
 
-EXE = Path(sys.executable).parent / "rill-executor"
+from .cli import run
 
 ZOMBIE = textwrap.dedent(
     """
@@ -37,18 +35,6 @@ ZOMBIE = textwrap.dedent(
             print("stale", exc.reason, flush=True)
     """
 )
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
-    return subprocess.run(
-        [EXE, *args], check=False, capture_output=True, text=True, timeout=120, env=clean
-    )
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 @pytest.fixture

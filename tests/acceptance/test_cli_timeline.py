@@ -5,9 +5,6 @@ commit with outputs and its completion notices, drawn to a file and read back.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 import xml.etree.ElementTree as ET
@@ -19,22 +16,10 @@ import pytest
 
 from rill_executor import Claim, Ledger, MemoryOutputStore, StaleAttempt, Watch
 
-EXE = Path(sys.executable).parent / "rill-executor"
+from .cli import run
+
 NS = "{http://www.w3.org/2000/svg}"
 KEY = "video-A:segment-1:h264-v2"
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    assert EXE.exists(), f"{EXE} is missing: install rill-executor[cli] in this environment"
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
-    return subprocess.run(
-        [EXE, *args], check=False, capture_output=True, text=True, timeout=120, env=clean
-    )
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def store_url(request: pytest.FixtureRequest) -> str:
-    return str(request.getfixturevalue(f"{request.param}_url"))
 
 
 @pytest.fixture
