@@ -7,6 +7,7 @@ record proves it an orphan, so a purged job's objects could no longer be account
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -27,7 +28,7 @@ _DEFAULT_RETENTION = timedelta(days=7)  # the ledger's default
 
 
 def _purge_pages(
-    ledger: Ledger, batch: int, dry_run: bool, dangling_after: timedelta
+    ledger: Ledger, batch: int, dry_run: bool, dangling_after: timedelta, pause: timedelta
 ) -> Iterator[PurgeReport]:
     cursor = None
     while True:
@@ -37,6 +38,7 @@ def _purge_pages(
         yield report
         if (cursor := report.cursor) is None:
             return
+        time.sleep(pause.total_seconds())  # leaves the store to the live claims a while
 
 
 @contextmanager
@@ -62,6 +64,13 @@ def _progress(shown: bool, dry_run: bool) -> Iterator[Callable[[int], None]]:
     help="Records deleted per store call: small batches never hold up live claims.",
 )
 @duration_option(
+    "--pause",
+    default="0",
+    show_default="0s",
+    help="Wait this long between batches (e.g. 0.005 with --batch 100), so that claims"
+    " running beside the collection keep their tail latency.",
+)
+@duration_option(
     "--dangling-after",
     default=str(int(_DEFAULT_RETENTION.total_seconds())),
     show_default="7d, the ledger's default retention",
@@ -85,6 +94,7 @@ def _progress(shown: bool, dry_run: bool) -> Iterator[Callable[[int], None]]:
 def gc(
     dry_run: bool,
     batch: int,
+    pause: timedelta,
     dangling_after: timedelta,
     outputs_url: str | None,
     outputs_grace: timedelta,
@@ -105,7 +115,7 @@ def gc(
         if outputs_url is not None and not dry_run:
             collected = ledger.collect_orphans(grace=outputs_grace)
         with _progress(shown, dry_run) as advance:
-            for last in _purge_pages(ledger, batch, dry_run, dangling_after):
+            for last in _purge_pages(ledger, batch, dry_run, dangling_after, pause):
                 purged, kept, batches = purged + last.purged, kept + last.kept_notices, batches + 1
                 advance(last.purged)
     assert last is not None

@@ -111,7 +111,7 @@ def test_gc_deletes_what_is_past_retention_in_batches_and_keeps_the_rest(
     left = sample if expiring else [*sample, "old-1", "old-2"]
     assert all(ledger.status(key) is not None for key in left), "a dry run deleted"
 
-    done = _json(run(*gc, "--batch", "1000", "-o", "json"))
+    done = _json(run(*gc, "--batch", "1000", "--pause", "0.001", "-o", "json"))
     assert done["purged"] in expected and (done["kept_notices"], done["dry_run"]) == (1, False)
     assert done["batches"] >= -(-done["purged"] // 1000)  # never more than --batch per call
     assert all(ledger.status(key) is None for key in [*sample, "old-1", "old-2"])
@@ -143,6 +143,7 @@ def test_gc_keeps_a_dangling_job_until_dangling_after(store_url: str, namespace:
         (("--batch", "many"), 2, "'--batch': 'many' is not a valid integer"),
         (("--dangling-after", "soon"), 2, "'soon' is not a duration"),
         (("--dangling-after", "-1"), 2, "is not a duration"),
+        (("--pause", "a while"), 2, "'a while' is not a duration"),
     ],
 )
 def test_gc_refuses_bad_options_and_deletes_nothing(
