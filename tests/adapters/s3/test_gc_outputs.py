@@ -8,7 +8,7 @@ import time
 import uuid
 
 from rill_executor import Claim, Ledger
-from tests.acceptance.test_cli_operations import opts, run
+from tests.acceptance.cli import opts, run
 
 from .conftest import PREFIX, REGION, MotoServer
 
