@@ -79,6 +79,15 @@ __all__ = [
 ]
 
 
+def _scan_nodes(client: object) -> list[Any]:
+    """What a scan goes through: a Cluster's primaries in a stable order (a cursor names
+    one by its place), or one ``None`` for a standalone server."""
+    if isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster):
+        primaries: list[Any] = client.get_primaries()
+        return sorted(primaries, key=lambda n: n.name)
+    return [None]
+
+
 class RedisStore:
     """The store port on a ``redis.Redis`` or ``redis.cluster.RedisCluster`` client.
 
@@ -195,11 +204,7 @@ class RedisStore:
         client = self.client
         cluster = isinstance(client, redis.cluster.RedisCluster)
         with wrap_errors("list jobs", self.where):
-            nodes: list[Any] = (
-                sorted(client.get_primaries(), key=lambda n: n.name)  # type: ignore[no-untyped-call]
-                if isinstance(client, redis.cluster.RedisCluster)
-                else [None]
-            )
+            nodes = _scan_nodes(client)
             scan = Scan(query, len(nodes))
             while (step := scan.step()) is not None:
                 node = {"target_nodes": nodes[step[0]]} if cluster else {}
@@ -223,11 +228,7 @@ class RedisStore:
         args = purge_args(request, indexed=self._indexed)
         index = outbox_keys(request.namespace)
         with wrap_errors("purge", self.where):
-            nodes: list[Any] = (
-                sorted(client.get_primaries(), key=lambda n: n.name)  # type: ignore[no-untyped-call]
-                if isinstance(client, redis.cluster.RedisCluster)
-                else [None]
-            )
+            nodes = _scan_nodes(client)
             run = Purge(request, len(nodes))
             while True:
                 if batch := run.batch():
@@ -416,11 +417,7 @@ class AsyncRedisStore:
         client = self.client
         cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
         with wrap_errors("list jobs", self.where):
-            nodes: list[Any] = (
-                sorted(client.get_primaries(), key=lambda n: n.name)
-                if isinstance(client, redis.asyncio.cluster.RedisCluster)
-                else [None]
-            )
+            nodes = _scan_nodes(client)
             scan = Scan(query, len(nodes))
             while (step := scan.step()) is not None:
                 node = {"target_nodes": nodes[step[0]]} if cluster else {}
@@ -445,11 +442,7 @@ class AsyncRedisStore:
         args = purge_args(request, indexed=self._indexed)
         index = outbox_keys(request.namespace)
         with wrap_errors("purge", self.where):
-            nodes: list[Any] = (
-                sorted(client.get_primaries(), key=lambda n: n.name)
-                if isinstance(client, redis.asyncio.cluster.RedisCluster)
-                else [None]
-            )
+            nodes = _scan_nodes(client)
             run = Purge(request, len(nodes))
             while True:
                 if batch := run.batch():
