@@ -14,7 +14,7 @@ import click
 
 from .._bench import BenchReport, run_bench
 from .._ledger import Ledger
-from ._options import duration_option, output_option, refuse_missing_file
+from ._options import duration_option, output_option, refuse_missing_file, store_option
 from ._output import console, echo_json, table
 
 __all__ = ["bench"]
@@ -88,14 +88,7 @@ def _print(store: str, report: BenchReport) -> None:
 
 
 @click.command()
-@click.option(
-    "--store",
-    envvar="RILL_STORE",
-    show_envvar=True,
-    required=True,
-    metavar="URL",
-    help="Store URL, e.g. sqlite:///jobs.db, postgresql+psycopg://…, redis://…",
-)
+@store_option
 @click.option(
     "--n",
     "n",

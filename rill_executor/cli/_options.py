@@ -21,6 +21,7 @@ __all__ = [
     "open_ledger",
     "output_option",
     "refuse_missing_file",
+    "store_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -78,6 +79,11 @@ def job_options(fn: F) -> F:
         required=True,
         help="The ledger's namespace.",
     )(fn)
+    return store_option(fn)
+
+
+def store_option(fn: F) -> F:
+    """``--store URL`` (or ``RILL_STORE``), required."""
     return click.option(
         "--store",
         envvar="RILL_STORE",
