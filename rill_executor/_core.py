@@ -34,6 +34,7 @@ from ._keys import (
     validate_key,
     validate_namespace,
     validate_result_version,
+    validate_traceparent,
 )
 from ._notices import DueNotice, NoticeStatus, Watch, encode_json
 from ._outcomes import Conflict, InProgress, Replay
@@ -149,6 +150,7 @@ class LedgerCore:
         lease: Seconds | None,
         origin: Any = None,
         watch: Watch | None = None,
+        trace: str | None = None,
     ) -> ClaimRequest:
         text = validate_key(key)
         return ClaimRequest(
@@ -163,6 +165,7 @@ class LedgerCore:
             lease_us=self.lease_us(lease),
             origin=None if origin is None else encode_json(origin, "origin"),
             watch=None if watch is None else watch.encode(),
+            trace=None if trace is None else validate_traceparent(trace),
         )
 
     def lease_us(self, lease: Seconds | None) -> int:
@@ -207,6 +210,8 @@ class LedgerCore:
                 result_json=job.result,
                 error=ErrorInfo.from_json(job.error),
                 finished_at=at_us(job.finished_at or job.updated_at),
+                attempt_id=job.owner_attempt,
+                trace=job.trace,
             )
         return InProgress(
             namespace=job.namespace,
@@ -215,6 +220,7 @@ class LedgerCore:
             fence=job.fence,
             since=at_us(job.claimed_at or job.updated_at),
             lease_left=timedelta(microseconds=(job.lease_until or answer.now) - answer.now),
+            trace=job.trace,
         )
 
     def written(

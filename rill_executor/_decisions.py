@@ -78,6 +78,7 @@ def claimed_row(job: JobRow | None, request: ClaimRequest, now: int, last_fence:
         retain_until=None,
         outputs="[]",
         origin=request.origin,
+        trace=request.trace,
         watchers=add_watch(job.watchers if job else "{}", request.watch),
         notices=job.notices if job else "[]",
     )

@@ -130,6 +130,20 @@ def validate_result_version(version: object) -> str | None:
     return version
 
 
+_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def validate_traceparent(trace: object) -> str:
+    """A W3C ``traceparent`` (version 00), e.g. of the span an attempt runs in."""
+    if not isinstance(trace, str) or not _TRACEPARENT.fullmatch(trace):
+        raise InvalidPayload(
+            f"trace {trace!r} is not a W3C traceparent: '00-', 32 lowercase hex digits, '-',"
+            " 16 more, '-' and two of flags, e.g."
+            " '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'"
+        )
+    return trace
+
+
 def validate_fingerprint(fingerprint: object) -> str:
     if not isinstance(fingerprint, str) or not _FINGERPRINT.fullmatch(fingerprint):
         raise InvalidPayload(

@@ -262,13 +262,16 @@ class Ledger(_LedgerBase):
         lease: Seconds | None = None,
         origin: Any = None,
         watch: Watch | None = None,
+        trace: str | None = None,
     ) -> ClaimOutcome:
         """Claim ``key`` in one store round trip; see ``ClaimOutcome`` for the answers.
 
         ``origin`` (JSON data) says what this attempt answers, e.g. an engine dispatch; it
         is kept in the attempt's history entry. ``watch`` asks for a completion notice
         when the job ends (see ``lease_notices``); a job that already ended answers it at
-        once, a running one keeps it until its finish.
+        once, a running one keeps it until its finish. ``trace`` (a W3C ``traceparent``)
+        is kept with the attempt's record, so a duplicate answered from it can link to the
+        attempt's span (``Replay.trace``, ``InProgress.trace``).
         """
         request = self._core.claim_request(
             key,
@@ -278,6 +281,7 @@ class Ledger(_LedgerBase):
             lease=lease,
             origin=origin,
             watch=watch,
+            trace=trace,
         )
         answer, resent = resend_once(lambda: self.store.claim(request))
         outcome = self._core.claim_outcome(request, answer, resent=resent)
@@ -564,6 +568,7 @@ class AsyncLedger(_LedgerBase):
         lease: Seconds | None = None,
         origin: Any = None,
         watch: Watch | None = None,
+        trace: str | None = None,
     ) -> AsyncClaimOutcome:
         request = self._core.claim_request(
             key,
@@ -573,6 +578,7 @@ class AsyncLedger(_LedgerBase):
             lease=lease,
             origin=origin,
             watch=watch,
+            trace=trace,
         )
         answer, resent = await resend_once_async(lambda: self.store.claim(request))
         outcome = self._core.claim_outcome(request, answer, resent=resent)

@@ -98,6 +98,7 @@ class MemoryStore:
                     AttemptOutcome.RUNNING,
                     None,
                     origin=request.origin,
+                    trace=request.trace,
                 )
             )
             self._jobs[request.job_id] = new

@@ -38,6 +38,8 @@ class Replay:
     result_json: str | None
     error: ErrorInfo | None
     finished_at: datetime
+    attempt_id: str | None = None  # the attempt whose outcome this is
+    trace: str | None = None  # W3C traceparent of that attempt's span, if it ran traced
 
     @overload
     def result(self) -> Any: ...
@@ -87,6 +89,7 @@ class InProgress:
     fence: int
     since: datetime
     lease_left: timedelta
+    trace: str | None = None  # W3C traceparent of the owner's span, if it runs traced
 
     def error(self) -> JobInProgress:
         return JobInProgress(

@@ -74,6 +74,7 @@ class JobRow:
     origin: str | None = None  # JSON: what the current owner answers (e.g. an engine dispatch)
     watchers: str = "{}"  # JSON: watch id -> target, dispatches waiting for the job's end
     notices: str = "[]"  # JSON: the outbox, completion notices and their delivery
+    trace: str | None = None  # W3C traceparent of the current owner's span, if traced
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,7 @@ class AttemptRow:
     error: str | None
     outputs: str = "[]"  # JSON: its outputs, each with "committed": true/false
     origin: str | None = None  # JSON: what it answered (e.g. an engine dispatch)
+    trace: str | None = None  # W3C traceparent of its span, if traced
 
 
 def from_us(us: int | None) -> datetime | None:
@@ -210,6 +212,7 @@ class AttemptInfo(_View):
     error: ErrorInfo | None
     outputs: tuple[OutputInfo, ...] = ()
     origin: dict[str, Any] | None = None  # what it answered, e.g. a Rill Flow dispatch
+    trace: str | None = None  # W3C traceparent of its span, if it ran traced
     events: tuple[EventInfo, ...] = ()  # the job's events that concern this attempt
 
 
@@ -316,6 +319,7 @@ class JobStatus(_View):
                     error=ErrorInfo.from_json(a.error),
                     outputs=_outputs_of(a, job),
                     origin=None if a.origin is None else json.loads(a.origin),
+                    trace=a.trace,
                     events=tuple(
                         e for e in logged if e.attempt_id == a.attempt_id and e.fence == a.fence
                     ),

@@ -61,6 +61,7 @@ class ClaimRequest:
     lease_us: int
     origin: str | None = None  # JSON: what the attempt answers; kept in its history entry
     watch: str | None = None  # JSON {"id", "target"}: a dispatch to notify when the job ends
+    trace: str | None = None  # W3C traceparent of the attempt's span; kept like ``origin``
 
 
 @dataclass(frozen=True, slots=True)

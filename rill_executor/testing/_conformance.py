@@ -981,6 +981,35 @@ class StoreConformance:
             (AttemptOutcome.SUCCEEDED, second),
         ]
 
+    def test_the_attempts_trace_context_is_kept_and_answered_to_duplicates(
+        self, ledger: DrivenLedger
+    ) -> None:
+        first = "00-" + "a1" * 16 + "-" + "b2" * 8 + "-01"
+        second = "00-" + "c3" * 16 + "-" + "d4" * 8 + "-00"
+        a = ledger.claim("k", trace=first, lease=0.2)
+        busy = ledger.claim("k", trace=second)
+        assert isinstance(busy, InProgress) and busy.trace == first
+        time.sleep(0.3)
+        b = ledger.claim("k", trace=second)
+        assert is_claim(b) and b.fence == a.fence + 1
+        b.commit("done")
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay)
+        assert (replay.trace, replay.attempt_id) == (second, b.attempt_id)
+        untraced = ledger.claim("other")
+        untraced.commit(1)
+        again = ledger.claim("other", trace=first)
+        assert isinstance(again, Replay) and again.trace is None
+        status = ledger.status("k")
+        assert status is not None
+        assert [(x.outcome, x.trace) for x in status.attempts] == [
+            (AttemptOutcome.EXPIRED, first),
+            (AttemptOutcome.SUCCEEDED, second),
+        ]
+        with pytest.raises(InvalidPayload, match="traceparent"):
+            ledger.claim("third", trace="00-abc")
+        assert ledger.status("third") is None
+
     def test_watches_of_a_running_job_become_notices_at_its_finish(
         self, ledger: DrivenLedger
     ) -> None:
