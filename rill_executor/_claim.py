@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
-from ._core import LedgerCore, Seconds
+from ._config import Seconds
+from ._core import LedgerCore
 from ._errors import StaleAttempt, StoreUnavailable
 from ._outputs import OutputStore
 from ._records import JobRow, JobState, at_us
@@ -110,7 +111,7 @@ class _ClaimBase:
 
     def _lease_us(self, lease: Seconds | None) -> int:
         return (
-            self._core.lease_us(lease)
+            self._core.config.lease_of(lease)
             if lease is not None
             else self.lease // timedelta(microseconds=1)
         )

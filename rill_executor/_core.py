@@ -7,14 +7,13 @@ claim outcomes, written rows or ``StaleAttempt``. The twins only await or call t
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from ._codec import DEFAULT_MAX_RESULT_BYTES, encode_error, encode_result
+from ._codec import encode_error, encode_result
+from ._config import LedgerConfig, Seconds, to_us
 from ._decisions import (
     ClaimAction,
     WriteRejection,
@@ -23,8 +22,7 @@ from ._decisions import (
     decide_claim,
     owned_by,
 )
-from ._duplicate_window import DuplicateWindow
-from ._errors import ConfigError, StaleAttempt, StoreProtocolError, UsageError
+from ._errors import StaleAttempt, StoreProtocolError, UsageError
 from ._keys import (
     fingerprint_of,
     job_id,
@@ -32,7 +30,6 @@ from ._keys import (
     validate_attempt_id,
     validate_fingerprint,
     validate_key,
-    validate_namespace,
     validate_result_version,
     validate_traceparent,
 )
@@ -49,89 +46,17 @@ from ._store import (
     StoreStatus,
 )
 
-__all__ = ["LedgerConfig", "LedgerCore", "Seconds", "to_us"]
+__all__ = ["LedgerCore"]
 
-Seconds = timedelta | float | int
 _NO_FINGERPRINT = fingerprint_of(None)
-
-
-def to_us(value: Seconds, what: str, *, zero: bool = False) -> int:
-    if isinstance(value, timedelta):
-        us = value // timedelta(microseconds=1)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        us = int(value * 1_000_000)
-    else:
-        raise ConfigError(f"{what} must be a timedelta or seconds, got {value!r}")
-    if us < 0 or (us == 0 and not zero):
-        raise ConfigError(f"{what} must be {'zero or more' if zero else 'positive'}, got {value!r}")
-    return us
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerConfig:
-    namespace: str
-    lease_us: int
-    retention_us: int
-    max_result_bytes: int
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        namespace: str,
-        lease: Seconds,
-        retention: Seconds,
-        duplicate_window: DuplicateWindow | Seconds | None,
-        max_result_bytes: int,
-    ) -> LedgerConfig:
-        try:
-            validate_namespace(namespace)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        lease_us = to_us(lease, "lease")
-        retention_us = to_us(retention, "retention")
-        if retention_us <= lease_us:
-            raise ConfigError(
-                f"retention ({retention_us / 1e6:g}s) must be longer than the lease"
-                f" ({lease_us / 1e6:g}s): a result must outlive the attempts that race for it"
-            )
-        if isinstance(duplicate_window, DuplicateWindow):
-            duplicate_window.check(timedelta(microseconds=retention_us))
-        elif duplicate_window is not None:
-            window_us = to_us(duplicate_window, "duplicate_window")
-            if retention_us < window_us:
-                raise ConfigError(
-                    f"retention ({retention_us / 1e6:g}s) is shorter than the engine's"
-                    f" duplicate window ({window_us / 1e6:g}s: retry delays + timeouts +"
-                    " late-callback grace). A duplicate arriving after the record is"
-                    " collected would run the work again; set retention to at least"
-                    f" {math.ceil(window_us / 1e6)}s"
-                )
-        if not isinstance(max_result_bytes, int) or max_result_bytes <= 0:
-            raise ConfigError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
-        return cls(namespace, lease_us, retention_us, max_result_bytes)
-
-
 Outcome = JobRow | Replay | InProgress | Conflict
 
 
 class LedgerCore:
-    def __init__(
-        self,
-        *,
-        namespace: str,
-        lease: Seconds = timedelta(seconds=30),
-        retention: Seconds = timedelta(days=7),
-        duplicate_window: DuplicateWindow | Seconds | None = None,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-    ) -> None:
-        self.config = LedgerConfig.build(
-            namespace=namespace,
-            lease=lease,
-            retention=retention,
-            duplicate_window=duplicate_window,
-            max_result_bytes=max_result_bytes,
-        )
+    """Requests out, outcomes in: what the ledger decides around each store call."""
+
+    def __init__(self, config: LedgerConfig) -> None:
+        self.config = config
 
     @property
     def namespace(self) -> str:
@@ -146,8 +71,8 @@ class LedgerCore:
         *,
         fingerprint: str | None,
         result_version: str | None,
-        attempt_id: str | None,
-        lease: Seconds | None,
+        attempt_id: str | None = None,
+        lease: Seconds | None = None,
         origin: Any = None,
         watch: Watch | None = None,
         trace: str | None = None,
@@ -162,14 +87,11 @@ class LedgerCore:
             else validate_fingerprint(fingerprint),
             result_version=validate_result_version(result_version),
             attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
-            lease_us=self.lease_us(lease),
+            lease_us=self.config.lease_of(lease),
             origin=None if origin is None else encode_json(origin, "origin"),
             watch=None if watch is None else watch.encode(),
             trace=None if trace is None else validate_traceparent(trace),
         )
-
-    def lease_us(self, lease: Seconds | None) -> int:
-        return self.config.lease_us if lease is None else to_us(lease, "lease")
 
     def claim_outcome(
         self, request: ClaimRequest, answer: StoreAnswer, *, resent: bool = False

@@ -12,21 +12,26 @@ import json
 from dataclasses import replace
 
 from ._notices import add_watch, finish_notices, replay_notice
-from ._records import JobRow, JobState
+from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._store import AttemptRef, ClaimRequest, Completion
 
 __all__ = [
     "ClaimAction",
     "WriteRejection",
     "already_finished",
+    "attempt_outcome",
     "check_write",
     "claimed_row",
     "decide_claim",
+    "ended_attempt",
     "ended_outputs",
+    "finished_attempt",
     "finished_row",
     "heartbeat_row",
     "owned_by",
     "registered_row",
+    "started_attempt",
+    "superseded_attempt",
     "watched_row",
 ]
 
@@ -97,6 +102,68 @@ def watched_row(job: JobRow, action: ClaimAction, request: ClaimRequest, now: in
         )
         return replace(job, notices=notices)
     return None
+
+
+# -- the attempt history: what each claim and finish does to the attempts' entries --------
+
+
+def started_attempt(row: JobRow) -> AttemptRow:
+    """The attempt a claim starts, running, as the claimed ``row`` shows it."""
+    assert row.owner_attempt is not None and row.claimed_at is not None
+    return AttemptRow(
+        row.fence,
+        row.owner_attempt,
+        row.claimed_at,
+        None,
+        AttemptOutcome.RUNNING,
+        None,
+        origin=row.origin,
+        trace=row.trace,
+    )
+
+
+def superseded_attempt(job: JobRow | None, now: int) -> AttemptRow | None:
+    """The entry of the attempt a claim takes ``job`` over from, or None if it ran none: a
+    running owner ends ``expired``, its outputs all uncommitted."""
+    if job is None or job.state is not JobState.PROCESSING:
+        return None
+    return ended_attempt(job, AttemptOutcome.EXPIRED, now)
+
+
+def finished_attempt(job: JobRow, completion: Completion, now: int) -> AttemptRow:
+    """The entry of the owner's attempt as ``completion`` ends it."""
+    return ended_attempt(
+        job, attempt_outcome(completion), now, error=completion.error, committed=completion.outputs
+    )
+
+
+def attempt_outcome(completion: Completion) -> AttemptOutcome:
+    ok = completion.state is JobState.SUCCEEDED
+    return AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED
+
+
+def ended_attempt(
+    job: JobRow,
+    outcome: AttemptOutcome,
+    now: int,
+    *,
+    error: str | None = None,
+    committed: str = "[]",
+) -> AttemptRow:
+    """The entry of ``job``'s owner's attempt, ended as ``outcome`` with the ``committed``
+    outputs (the rest of those it registered are kept as uncommitted)."""
+    assert job.owner_attempt is not None
+    return AttemptRow(
+        job.fence,
+        job.owner_attempt,
+        job.claimed_at or job.updated_at,
+        now,
+        outcome,
+        error,
+        ended_outputs(job.outputs, committed),
+        origin=job.origin,
+        trace=job.trace,
+    )
 
 
 class WriteRejection(enum.StrEnum):

@@ -1,56 +1,42 @@
-"""The ``idempotent`` decorator: one spec, a sync loop and an async loop.
+"""What the ``idempotent`` decorator knows of a handler, and the claim it runs under.
 
-``IdempotentSpec`` holds the pure parts (business identity of a call, which errors are
-terminal, the wait schedule); ``run_sync`` / ``run_async`` do the I/O around the handler.
+``IdempotentSpec`` holds the pure parts: the business identity of a call, which errors are
+terminal, how long to join a running attempt, how to check a result. The call itself is the
+step in ``_step``, driven by the ledger twins.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import inspect
-import logging
-import time
 import typing
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
 from ._claim import AsyncClaim, Claim
 from ._codec import adapter_for, type_name
-from ._core import Seconds, to_us
-from ._errors import (
-    ConfigError,
-    HandedOff,
-    InvalidKey,
-    RillExecutorError,
-    TerminalError,
-    UsageError,
-)
-from ._heartbeat import AsyncHeartbeat, Heartbeats
+from ._config import LedgerConfig, Seconds, to_us
+from ._errors import ConfigError, InvalidKey, TerminalError, UsageError
 from ._keys import fingerprint_of, handler_key, validate_handler_name
-from ._outcomes import Conflict, InProgress, Replay
 from ._store import Completion
-
-if TYPE_CHECKING:
-    from ._ledger import AsyncLedger, Ledger
 
 __all__ = [
     "HANDLER_NAME",
     "Handler",
+    "IdempotentOptions",
     "IdempotentSpec",
-    "answer_async",
+    "current",
     "current_async_claim",
     "current_claim",
     "stored_key",
 ]
 
-log = logging.getLogger("rill_executor")
-_current: contextvars.ContextVar[Claim | AsyncClaim] = contextvars.ContextVar("rill_claim")
+# The claim of the handler running in this context; set by the ledger around the handler.
+current: contextvars.ContextVar[Claim | AsyncClaim] = contextvars.ContextVar("rill_claim")
 
 
 HANDLER_NAME = "__rill_handler__"  # the attribute a decorated function carries its name in
@@ -72,7 +58,7 @@ def stored_key(key: str, handler: Handler | None) -> str:
 
 def current_claim() -> Claim:
     """The ``Claim`` of the ``idempotent`` handler running in this context."""
-    claim = _current.get(None)
+    claim = current.get(None)
     if not isinstance(claim, Claim):
         raise UsageError("current_claim() is only available inside a sync idempotent handler")
     return claim
@@ -80,7 +66,7 @@ def current_claim() -> Claim:
 
 def current_async_claim() -> AsyncClaim:
     """The ``AsyncClaim`` of the ``idempotent`` async handler running in this task."""
-    claim = _current.get(None)
+    claim = current.get(None)
     if not isinstance(claim, AsyncClaim):
         raise UsageError(
             "current_async_claim() is only available inside an async idempotent handler"
@@ -88,15 +74,26 @@ def current_async_claim() -> AsyncClaim:
     return claim
 
 
+@dataclass(frozen=True, slots=True)
+class IdempotentOptions:
+    """The arguments of ``idempotent()``, as given (see ``Ledger.idempotent``)."""
+
+    key: Callable[..., object]
+    fingerprint: Callable[..., Any] | None = None
+    result_version: Callable[..., str | None] | str | None = None
+    wait: Seconds | None = None
+    heartbeat: bool | Seconds = True
+    terminal: tuple[type[BaseException], ...] = ()
+    name: str | None = None
+
+
 @dataclass(frozen=True)
 class IdempotentSpec:
     fn: Callable[..., Any]
     name: str
-    key: Callable[..., object]
-    fingerprint: Callable[..., Any] | None
-    result_version: Callable[..., str | None] | str | None
-    wait: float | None
-    heartbeat: float | None
+    options: IdempotentOptions
+    wait: float | None  # seconds
+    heartbeat: float | None  # seconds between renewals, None for none
     terminal: tuple[type[BaseException], ...]
     signature: inspect.Signature = field(init=False)
 
@@ -105,44 +102,25 @@ class IdempotentSpec:
 
     @classmethod
     def build(
-        cls,
-        fn: Callable[..., Any],
-        *,
-        name: str | None,
-        key: Callable[..., object],
-        fingerprint: Callable[..., Any] | None,
-        result_version: Callable[..., str | None] | str | None,
-        wait: Seconds | None,
-        heartbeat: bool | Seconds,
-        terminal: tuple[type[BaseException], ...],
-        lease_us: int,
+        cls, fn: Callable[..., Any], options: IdempotentOptions, config: LedgerConfig
     ) -> IdempotentSpec:
-        if not callable(key):
+        if not callable(options.key):
             raise UsageError("idempotent(key=...) must be a function of the handler's arguments")
         interval: float | None
-        if heartbeat is True:
-            interval = lease_us / 3 / 1e6
-        elif heartbeat is False:
+        if options.heartbeat is True:
+            interval = config.lease_us / 3 / 1e6
+        elif options.heartbeat is False:
             interval = None
         else:
-            interval = to_us(heartbeat, "heartbeat") / 1e6
-        wait_s = None if wait is None else to_us(wait, "wait") / 1e6
+            interval = to_us(options.heartbeat, "heartbeat") / 1e6
+        wait = None if options.wait is None else to_us(options.wait, "wait") / 1e6
         try:
             label = validate_handler_name(
-                f"{fn.__module__}.{fn.__qualname__}" if name is None else name
+                f"{fn.__module__}.{fn.__qualname__}" if options.name is None else options.name
             )
         except InvalidKey as exc:
             raise ConfigError(f"idempotent(name=...): {exc}") from None
-        spec = cls(
-            fn,
-            label,
-            key,
-            fingerprint,
-            result_version,
-            wait_s,
-            interval,
-            (TerminalError, *terminal),
-        )
+        spec = cls(fn, label, options, wait, interval, (TerminalError, *options.terminal))
         try:
             typing.get_type_hints(fn)
         except NameError:
@@ -155,17 +133,18 @@ class IdempotentSpec:
     ) -> tuple[str, str, str | None]:
         """(stored key, fingerprint, result version) of one call; the stored key is the
         business key scoped by the handler's name, so handlers never share jobs."""
-        key = handler_key(self.name, self.key(*args, **kwargs))
-        if self.fingerprint is not None:
-            payload = self.fingerprint(*args, **kwargs)
+        options = self.options
+        key = handler_key(self.name, options.key(*args, **kwargs))
+        if options.fingerprint is not None:
+            payload = options.fingerprint(*args, **kwargs)
         else:
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
             payload = dict(bound.arguments)
         version = (
-            self.result_version(*args, **kwargs)
-            if callable(self.result_version)
-            else self.result_version
+            options.result_version(*args, **kwargs)
+            if callable(options.result_version)
+            else options.result_version
         )
         return key, fingerprint_of(payload), version
 
@@ -198,172 +177,3 @@ class IdempotentSpec:
 
     def is_terminal(self, exc: BaseException) -> bool:
         return isinstance(exc, self.terminal)
-
-    def waiter(self) -> Waiter:
-        return Waiter(self.wait)
-
-
-class Waiter:
-    """When to look again at a job another attempt is running (sans-IO)."""
-
-    def __init__(self, wait: float | None) -> None:
-        self._deadline = None if wait is None else time.monotonic() + wait
-        self._delay = 0.02
-
-    def next_delay(self, busy: InProgress) -> float | None:
-        if self._deadline is None:
-            return None
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        delay = min(self._delay, remaining, max(busy.lease_left.total_seconds(), 0.001))
-        self._delay = min(self._delay * 2, 1.0)
-        return delay
-
-
-def _answer(spec: IdempotentSpec, outcome: Replay | Conflict) -> Any:
-    if isinstance(outcome, Conflict):
-        raise outcome.error()
-    return outcome.result(spec.return_type)
-
-
-def _fail_sync(claim: Claim, exc: BaseException, *, retryable: bool) -> None:
-    try:
-        claim.fail(exc, retryable=retryable)
-    except RillExecutorError as problem:
-        exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
-    else:
-        _explain(claim, exc)
-
-
-async def _fail_async(claim: AsyncClaim, exc: BaseException, *, retryable: bool) -> None:
-    try:
-        await claim.fail(exc, retryable=retryable)
-    except RillExecutorError as problem:
-        exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
-    else:
-        _explain(claim, exc)
-
-
-def _explain(claim: Claim | AsyncClaim, exc: BaseException) -> None:
-    if isinstance(exc, UsageError):  # the handler ran, but its result cannot be stored
-        exc.add_note(
-            f"rill-executor: recorded as a terminal failure of attempt {claim.attempt_id}"
-            f" (fence {claim.fence}) of {claim.key!r}: running the work again would repeat its"
-            " side effects and return the same result. Fix the handler, then use a new"
-            " result_version or resolve the key"
-        )
-
-
-def run_sync(
-    ledger: Ledger, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    key, fingerprint, version = spec.identity(args, kwargs)
-    spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
-    waiter = spec.waiter()
-    while True:
-        outcome = ledger.claim(key, fingerprint=fingerprint, result_version=version)
-        if isinstance(outcome, Claim):
-            return _run_claimed_sync(ledger.heartbeats, spec, outcome, args, kwargs)
-        if not isinstance(outcome, InProgress):
-            return _answer(spec, outcome)
-        delay = waiter.next_delay(outcome)
-        if delay is None:
-            raise outcome.error()
-        time.sleep(delay)
-
-
-def _run_claimed_sync(
-    heartbeats: Heartbeats,
-    spec: IdempotentSpec,
-    claim: Claim,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Any:
-    token = _current.set(claim)
-    beat: AbstractContextManager[object] = (
-        heartbeats.watch(claim, spec.heartbeat) if spec.heartbeat else nullcontext()
-    )
-    try:
-        with beat:
-            try:
-                result = spec.fn(*args, **kwargs)
-            except HandedOff:  # the work goes on elsewhere: end nothing
-                raise
-            except BaseException as exc:
-                _fail_sync(claim, exc, retryable=not spec.is_terminal(exc))
-                raise
-        try:
-            claim._finish(spec.completion_of(claim, result), "commit")
-        except UsageError as exc:  # the result cannot be stored; nothing was committed
-            _fail_sync(claim, exc, retryable=False)
-            raise
-        return result
-    finally:
-        _current.reset(token)
-
-
-async def run_async(
-    ledger: AsyncLedger,
-    spec: IdempotentSpec,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    **claim_options: Any,
-) -> Any:
-    """Claim, then run the handler or answer from the job; ``claim_options`` (attempt id,
-    origin) go to every claim this call makes."""
-    key, fingerprint, version = spec.identity(args, kwargs)
-    spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
-    waiter = spec.waiter()
-    while True:
-        outcome = await ledger.claim(
-            key, fingerprint=fingerprint, result_version=version, **claim_options
-        )
-        if isinstance(outcome, AsyncClaim):
-            return await _run_claimed_async(spec, outcome, args, kwargs)
-        if not isinstance(outcome, InProgress):
-            return _answer(spec, outcome)
-        delay = waiter.next_delay(outcome)
-        if delay is None:
-            raise outcome.error()
-        await asyncio.sleep(delay)
-
-
-async def answer_async(
-    spec: IdempotentSpec, outcome: AsyncClaim | Replay | Conflict, args: tuple[Any, ...]
-) -> Any:
-    """Run the handler under a claim already made, or answer from a replay or conflict."""
-    if isinstance(outcome, AsyncClaim):
-        return await _run_claimed_async(spec, outcome, args, {})
-    return _answer(spec, outcome)
-
-
-async def _run_claimed_async(
-    spec: IdempotentSpec, claim: AsyncClaim, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    token = _current.set(claim)
-    beat: AbstractAsyncContextManager[object] = (
-        AsyncHeartbeat(claim, spec.heartbeat) if spec.heartbeat else _null_async()
-    )
-    try:
-        async with beat:
-            try:
-                result = await typing.cast(Awaitable[Any], spec.fn(*args, **kwargs))
-            except HandedOff:  # the work goes on elsewhere: end nothing
-                raise
-            except BaseException as exc:
-                await _fail_async(claim, exc, retryable=not spec.is_terminal(exc))
-                raise
-        try:
-            await claim._finish(spec.completion_of(claim, result), "commit")
-        except UsageError as exc:  # the result cannot be stored; nothing was committed
-            await _fail_async(claim, exc, retryable=False)
-            raise
-        return result
-    finally:
-        _current.reset(token)
-
-
-class _null_async(AbstractAsyncContextManager[None]):
-    async def __aexit__(self, *exc: object) -> None:
-        return None

@@ -1,6 +1,7 @@
 """``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
 
-Both are thin I/O loops over ``LedgerCore``; configuration is fixed at construction.
+Both are thin I/O loops: a decorated call is the step in ``_step``, and each twin performs
+its actions, blocking or awaiting. The ``LedgerConfig`` is built once, at construction.
 """
 
 from __future__ import annotations
@@ -8,20 +9,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, cast
 
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
-from ._core import LedgerCore, Seconds, to_us
+from ._config import LedgerConfig, Seconds, to_us
+from ._core import LedgerCore
 from ._drill import Drill, DrillReport
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, UsageError
 from ._events import encode_event
-from ._heartbeat import Heartbeats
+from ._heartbeat import AsyncHeartbeat, Heartbeats
 from ._housekeeping import (
     AuditEntry,
     CollectReport,
@@ -33,7 +36,8 @@ from ._housekeeping import (
     unknown_entry,
     verify_ref,
 )
-from ._idempotent import HANDLER_NAME, Handler, IdempotentSpec, run_async, run_sync, stored_key
+from ._idempotent import HANDLER_NAME, Handler, IdempotentOptions, IdempotentSpec, stored_key
+from ._idempotent import current as current_claim
 from ._keys import validate_result_version, validate_store_id
 from ._listing import JobList, check_query
 from ._notices import DueNotice, Watch
@@ -43,6 +47,19 @@ from ._purge import PurgeReport, check_purge
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
 from ._resolution import NO_RESULT, refusal_of, resolution_request
+from ._step import (
+    Action,
+    Finish,
+    Own,
+    Run,
+    SendClaim,
+    Sleep,
+    call,
+    claiming,
+    drive,
+    drive_async,
+    running,
+)
 from ._store import AsyncStore, JobQuery, PurgeRequest, Store
 from ._threaded_store import ThreadedAsyncStore
 
@@ -50,6 +67,7 @@ __all__ = ["AsyncLedger", "Ledger"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S", Store, AsyncStore)
 ClaimOutcome = Claim | Replay | InProgress | Conflict
 AsyncClaimOutcome = AsyncClaim | Replay | InProgress | Conflict
 
@@ -83,9 +101,12 @@ def _committed(key: str, status: JobStatus | None) -> JobStatus:
     return status
 
 
-class _LedgerBase:
+class _LedgerBase(Generic[S]):
+    store: S
+
     def __init__(
         self,
+        store: S | str,
         *,
         namespace: str,
         lease: Seconds = timedelta(seconds=30),
@@ -94,16 +115,27 @@ class _LedgerBase:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
     ) -> None:
-        self._core = LedgerCore(
+        config = LedgerConfig.build(
             namespace=namespace,
             lease=lease,
             retention=retention,
             duplicate_window=duplicate_window,
             max_result_bytes=max_result_bytes,
         )
-        self.outputs: OutputStore | None = (
-            open_output_store(outputs) if isinstance(outputs, str) else outputs
+        self._setup(
+            self._open(store) if isinstance(store, str) else store,
+            config,
+            open_output_store(outputs) if isinstance(outputs, str) else outputs,
         )
+
+    def _setup(self, store: S, config: LedgerConfig, outputs: OutputStore | None) -> None:
+        self.store = store
+        self.config = config
+        self._core = LedgerCore(config)
+        self.outputs = outputs
+
+    def _open(self, url: str) -> S:
+        raise NotImplementedError
 
     def _output_store(self) -> OutputStore:
         if self.outputs is None:
@@ -169,7 +201,7 @@ class _LedgerBase:
         if not isinstance(dry_run, bool):
             raise UsageError(f"dry_run must be True or False, got {dry_run!r}")
         dangling_us = (
-            self._core.config.retention_us
+            self.config.retention_us
             if dangling_after is None
             else to_us(dangling_after, "dangling_after", zero=True)
         )
@@ -189,37 +221,56 @@ class _LedgerBase:
 
     @property
     def lease(self) -> timedelta:
-        return timedelta(microseconds=self._core.config.lease_us)
+        return timedelta(microseconds=self.config.lease_us)
 
     @property
     def retention(self) -> timedelta:
-        return timedelta(microseconds=self._core.config.retention_us)
+        return timedelta(microseconds=self.config.retention_us)
 
-    def _spec(
+    def idempotent(
         self,
-        fn: Callable[..., Any],
-        name: str | None,
+        *,
         key: Callable[..., object],
-        fingerprint: Callable[..., Any] | None,
-        result_version: Callable[..., str | None] | str | None,
-        wait: Seconds | None,
-        heartbeat: bool | Seconds,
-        terminal: tuple[type[BaseException], ...],
-    ) -> IdempotentSpec:
-        return IdempotentSpec.build(
-            fn,
-            name=name,
-            key=key,
-            fingerprint=fingerprint,
-            result_version=result_version,
-            wait=wait,
-            heartbeat=heartbeat,
-            terminal=terminal,
-            lease_us=self._core.config.lease_us,
+        fingerprint: Callable[..., Any] | None = None,
+        result_version: Callable[..., str | None] | str | None = None,
+        wait: Seconds | None = None,
+        heartbeat: bool | Seconds = True,
+        terminal: tuple[type[BaseException], ...] = (),
+        name: str | None = None,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
+        """Run the handler once per business key; duplicates get the committed result.
+
+        ``key`` / ``fingerprint`` / ``result_version`` take the handler's arguments. The
+        fingerprint defaults to all arguments. ``wait`` joins a running attempt for at most
+        that long before raising ``JobInProgress``. ``heartbeat`` renews the lease every
+        lease/3 (or the given interval). ``terminal`` exceptions are replayed, not re-run.
+        ``name`` scopes the handler's jobs (default: its module and qualified name): they
+        are stored under the key ``{name}/{key}``, so two handlers never replay each other's
+        results; set it to keep the jobs across a rename or move, or to share them.
+        ``Ledger`` takes ``def`` and ``async def`` handlers (the store calls of an async one
+        run in a worker thread); ``AsyncLedger`` takes ``async def`` handlers.
+        """
+        options = IdempotentOptions(
+            key, fingerprint, result_version, wait, heartbeat, terminal, name
         )
 
+        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
+            self._accepts(fn)
+            spec = IdempotentSpec.build(fn, options, self.config)
+            wrapper = functools.wraps(fn)(self._wrap(spec))
+            setattr(wrapper, HANDLER_NAME, spec.name)
+            return cast(Callable[P, R], wrapper)
 
-class Ledger(_LedgerBase):
+        return decorate
+
+    def _accepts(self, fn: Callable[..., Any]) -> None:
+        """Refuse, with ``ConfigError``, a handler this ledger cannot run."""
+
+    def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
+        raise NotImplementedError
+
+
+class Ledger(_LedgerBase[Store]):
     """The business-idempotency ledger over a synchronous store.
 
     ``store`` is a ``Store`` or a URL for ``open_store``. ``lease`` is how long a claim lives
@@ -229,27 +280,11 @@ class Ledger(_LedgerBase):
     a duration), and a retention shorter than it is refused with ``ConfigError``.
     """
 
-    def __init__(
-        self,
-        store: Store | str,
-        *,
-        namespace: str,
-        lease: Seconds = timedelta(seconds=30),
-        retention: Seconds = timedelta(days=7),
-        duplicate_window: DuplicateWindow | Seconds | None = None,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-        outputs: OutputStore | str | None = None,
-    ) -> None:
-        super().__init__(
-            namespace=namespace,
-            lease=lease,
-            retention=retention,
-            duplicate_window=duplicate_window,
-            max_result_bytes=max_result_bytes,
-            outputs=outputs,
-        )
-        self.store: Store = open_store(store) if isinstance(store, str) else store
-        self._threaded: AsyncLedger | None = None
+    def _open(self, url: str) -> Store:
+        return open_store(url)
+
+    def _setup(self, store: Store, config: LedgerConfig, outputs: OutputStore | None) -> None:
+        super()._setup(store, config, outputs)
         self.heartbeats = Heartbeats()  # renews the leases of running handlers
 
     def claim(
@@ -283,11 +318,7 @@ class Ledger(_LedgerBase):
             watch=watch,
             trace=trace,
         )
-        answer, resent = resend_once(lambda: self.store.claim(request))
-        outcome = self._core.claim_outcome(request, answer, resent=resent)
-        if isinstance(outcome, (Replay, InProgress, Conflict)):
-            return outcome
-        return Claim(self._core, self.store, outcome, self.outputs)
+        return cast(ClaimOutcome, drive(claiming(self._core, request), self._perform))
 
     def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         """The job of ``key`` with all its attempts, or None if there is none; ``handler``
@@ -314,7 +345,7 @@ class Ledger(_LedgerBase):
         lease is live is refused unless ``force``. Sent once, never resent: after a
         ``StoreUnavailable``, read the status to see whether it was applied. Returns the
         job as it stands after; ``ResolutionRefused`` if nothing was written."""
-        stored, config = stored_key(key, handler), self._core.config
+        stored, config = stored_key(key, handler), self.config
         resolution = resolution_request(
             action,
             reason=reason,
@@ -465,62 +496,46 @@ class Ledger(_LedgerBase):
         outputs, status = self._output_store(), _committed(key, self.status(key))
         return [publish_ref(outputs, status, ref) for ref in status.outputs]
 
-    def idempotent(
-        self,
-        *,
-        key: Callable[..., object],
-        fingerprint: Callable[..., Any] | None = None,
-        result_version: Callable[..., str | None] | str | None = None,
-        wait: Seconds | None = None,
-        heartbeat: bool | Seconds = True,
-        terminal: tuple[type[BaseException], ...] = (),
-        name: str | None = None,
-    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-        """Run the handler once per business key; duplicates get the committed result.
+    def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(spec.fn):
+            threaded = self._threaded
 
-        ``key`` / ``fingerprint`` / ``result_version`` take the handler's arguments. The
-        fingerprint defaults to all arguments. ``wait`` joins a running attempt for at most
-        that long before raising ``JobInProgress``. ``heartbeat`` renews the lease every
-        lease/3 (or the given interval). ``terminal`` exceptions are replayed, not re-run.
-        ``name`` scopes the handler's jobs (default: its module and qualified name): they
-        are stored under the key ``{name}/{key}``, so two handlers never replay each other's
-        results; set it to keep the jobs across a rename or move, or to share them.
-        Works on ``def`` and ``async def`` (store calls then run in a worker thread).
-        """
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await threaded._call(spec, args, kwargs)
 
-        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-            spec = self._spec(fn, name, key, fingerprint, result_version, wait, heartbeat, terminal)
-            if inspect.iscoroutinefunction(fn):
-                threaded = self._as_async()
+            return async_wrapper
 
-                @functools.wraps(fn)
-                async def async_wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    return await run_async(threaded, spec, args, kwargs)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return drive(call(self._core, spec, args, kwargs, {}), self._perform)
 
-                setattr(async_wrapper, HANDLER_NAME, spec.name)
-                return async_wrapper  # type: ignore[return-value]
+        return wrapper
 
-            @functools.wraps(fn)
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-                return run_sync(self, spec, args, kwargs)  # type: ignore[no-any-return]
+    @functools.cached_property
+    def _threaded(self) -> AsyncLedger:
+        """This ledger for ``async def`` handlers: the store's calls in a worker thread."""
+        threaded = AsyncLedger.__new__(AsyncLedger)
+        threaded._setup(ThreadedAsyncStore(self.store), self.config, self.outputs)
+        return threaded
 
-            setattr(wrapper, HANDLER_NAME, spec.name)
-            return wrapper
-
-        return decorate
-
-    def _as_async(self) -> AsyncLedger:
-        if self._threaded is None:
-            config = self._core.config
-            self._threaded = AsyncLedger(
-                ThreadedAsyncStore(self.store),
-                namespace=config.namespace,
-                lease=timedelta(microseconds=config.lease_us),
-                retention=timedelta(microseconds=config.retention_us),
-                max_result_bytes=config.max_result_bytes,
-                outputs=self.outputs,
-            )
-        return self._threaded
+    def _perform(self, action: Action) -> Any:
+        match action:
+            case SendClaim(request):
+                return resend_once(lambda: self.store.claim(request))
+            case Own(row):
+                return Claim(self._core, self.store, row, self.outputs)
+            case Run(claim, spec, args, kwargs):
+                token = current_claim.set(claim)
+                try:
+                    if spec.heartbeat is None:
+                        return spec.fn(*args, **kwargs)
+                    with self.heartbeats.watch(cast(Claim, claim), spec.heartbeat):
+                        return spec.fn(*args, **kwargs)
+                finally:
+                    current_claim.reset(token)
+            case Finish(claim, completion, operation):
+                return cast(Claim, claim)._finish(completion, operation)
+            case Sleep(seconds):
+                time.sleep(seconds)
 
     def close(self) -> None:
         self.store.close()
@@ -534,29 +549,11 @@ class Ledger(_LedgerBase):
         self.close()
 
 
-class AsyncLedger(_LedgerBase):
+class AsyncLedger(_LedgerBase[AsyncStore]):
     """The asyncio twin of ``Ledger``; ``store`` is an ``AsyncStore`` or a URL."""
 
-    def __init__(
-        self,
-        store: AsyncStore | str,
-        *,
-        namespace: str,
-        lease: Seconds = timedelta(seconds=30),
-        retention: Seconds = timedelta(days=7),
-        duplicate_window: DuplicateWindow | Seconds | None = None,
-        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
-        outputs: OutputStore | str | None = None,
-    ) -> None:
-        super().__init__(
-            namespace=namespace,
-            lease=lease,
-            retention=retention,
-            duplicate_window=duplicate_window,
-            max_result_bytes=max_result_bytes,
-            outputs=outputs,
-        )
-        self.store: AsyncStore = open_async_store(store) if isinstance(store, str) else store
+    def _open(self, url: str) -> AsyncStore:
+        return open_async_store(url)
 
     async def claim(
         self,
@@ -580,11 +577,9 @@ class AsyncLedger(_LedgerBase):
             watch=watch,
             trace=trace,
         )
-        answer, resent = await resend_once_async(lambda: self.store.claim(request))
-        outcome = self._core.claim_outcome(request, answer, resent=resent)
-        if isinstance(outcome, (Replay, InProgress, Conflict)):
-            return outcome
-        return AsyncClaim(self._core, self.store, outcome, self.outputs)
+        return cast(
+            AsyncClaimOutcome, await drive_async(claiming(self._core, request), self._perform)
+        )
 
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         job_id = self._core.job_id(stored_key(key, handler))
@@ -601,7 +596,7 @@ class AsyncLedger(_LedgerBase):
         result: Any = NO_RESULT,
         handler: Handler | None = None,
     ) -> JobStatus:
-        stored, config = stored_key(key, handler), self._core.config
+        stored, config = stored_key(key, handler), self.config
         resolution = resolution_request(
             action,
             reason=reason,
@@ -727,35 +722,50 @@ class AsyncLedger(_LedgerBase):
             await asyncio.to_thread(publish_ref, outputs, status, ref) for ref in status.outputs
         ]
 
-    def idempotent(
-        self,
-        *,
-        key: Callable[..., object],
-        fingerprint: Callable[..., Any] | None = None,
-        result_version: Callable[..., str | None] | str | None = None,
-        wait: Seconds | None = None,
-        heartbeat: bool | Seconds = True,
-        terminal: tuple[type[BaseException], ...] = (),
-        name: str | None = None,
-    ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-        """As ``Ledger.idempotent``, for ``async def`` handlers."""
+    def _accepts(self, fn: Callable[..., Any]) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigError(
+                f"AsyncLedger.idempotent needs an async def handler, got {fn.__qualname__};"
+                " use Ledger.idempotent for plain functions"
+            )
 
-        def decorate(fn: Callable[P, R]) -> Callable[P, R]:
-            if not inspect.iscoroutinefunction(fn):
-                raise ConfigError(
-                    f"AsyncLedger.idempotent needs an async def handler, got {fn.__qualname__};"
-                    " use Ledger.idempotent for plain functions"
-                )
-            spec = self._spec(fn, name, key, fingerprint, result_version, wait, heartbeat, terminal)
+    def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(spec, args, kwargs)
 
-            @functools.wraps(fn)
-            async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
-                return await run_async(self, spec, args, kwargs)
+        return wrapper
 
-            setattr(wrapper, HANDLER_NAME, spec.name)
-            return wrapper  # type: ignore[return-value]
+    async def _call(
+        self, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any
+    ) -> Any:
+        """A decorated call; ``options`` (attempt id, origin) go to every claim it makes."""
+        return await drive_async(call(self._core, spec, args, kwargs, options), self._perform)
 
-        return decorate
+    async def _run_claimed(
+        self, spec: IdempotentSpec, claim: AsyncClaim, args: tuple[Any, ...]
+    ) -> Any:
+        """The handler under a claim already made, as a decorated call runs it."""
+        return await drive_async(running(spec, claim, args, {}), self._perform)
+
+    async def _perform(self, action: Action) -> Any:
+        match action:
+            case SendClaim(request):
+                return await resend_once_async(lambda: self.store.claim(request))
+            case Own(row):
+                return AsyncClaim(self._core, self.store, row, self.outputs)
+            case Run(claim, spec, args, kwargs):
+                token = current_claim.set(claim)
+                try:
+                    if spec.heartbeat is None:
+                        return await spec.fn(*args, **kwargs)
+                    async with AsyncHeartbeat(cast(AsyncClaim, claim), spec.heartbeat):
+                        return await spec.fn(*args, **kwargs)
+                finally:
+                    current_claim.reset(token)
+            case Finish(claim, completion, operation):
+                return await cast(AsyncClaim, claim)._finish(completion, operation)
+            case Sleep(seconds):
+                await asyncio.sleep(seconds)
 
     async def close(self) -> None:
         await self.store.close()

@@ -19,17 +19,20 @@ from ._decisions import (
     check_write,
     claimed_row,
     decide_claim,
-    ended_outputs,
+    ended_attempt,
+    finished_attempt,
     finished_row,
     heartbeat_row,
     registered_row,
+    started_attempt,
+    superseded_attempt,
     watched_row,
 )
 from ._events import appended_event
 from ._listing import listed
 from ._notices import leasable, lease_notice, settle_notice
 from ._purge import fence_keep_until, purge_batch
-from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from ._records import AttemptOutcome, AttemptRow, JobRow
 from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
 from ._store import (
     AttemptRef,
@@ -86,21 +89,9 @@ class MemoryStore:
             last_fence = self._fences.get(request.job_id, ("", 0, 0))[1]
             new = claimed_row(job, request, now, last_fence)
             attempts = self._attempts.setdefault(request.job_id, [])
-            if job is not None and job.state is JobState.PROCESSING:
-                outputs = ended_outputs(job.outputs, "[]")
-                self._end_attempt(attempts, job.fence, AttemptOutcome.EXPIRED, now, None, outputs)
-            attempts.append(
-                AttemptRow(
-                    new.fence,
-                    request.attempt_id,
-                    now,
-                    None,
-                    AttemptOutcome.RUNNING,
-                    None,
-                    origin=request.origin,
-                    trace=request.trace,
-                )
-            )
+            if (superseded := superseded_attempt(job, now)) is not None:
+                self._end_attempt(attempts, superseded)
+            attempts.append(started_attempt(new))
             self._jobs[request.job_id] = new
             return StoreAnswer(ok=True, job=new, now=now)
 
@@ -126,15 +117,7 @@ class MemoryStore:
             if job is None or check_write(job, ref, now) is not None:
                 return StoreAnswer(ok=False, job=job, now=now)
             new = self._jobs[ref.job_id] = finished_row(job, completion, now)
-            outcome = (
-                AttemptOutcome.SUCCEEDED
-                if completion.state is JobState.SUCCEEDED
-                else AttemptOutcome.FAILED
-            )
-            outputs = ended_outputs(job.outputs, completion.outputs)
-            self._end_attempt(
-                self._attempts[ref.job_id], ref.fence, outcome, now, completion.error, outputs
-            )
+            self._end_attempt(self._attempts[ref.job_id], finished_attempt(job, completion, now))
             return StoreAnswer(ok=True, job=new, now=now)
 
     def status(self, job_id: str) -> StoreStatus | None:
@@ -159,8 +142,7 @@ class MemoryStore:
                 return StoreAnswer(ok=False, job=job, now=now)
             ending = resolved_attempt(job, now)
             if ending is not None:
-                outputs = ended_outputs(job.outputs, "[]")
-                self._end_attempt(self._attempts[job_id], job.fence, ending, now, None, outputs)
+                self._end_attempt(self._attempts[job_id], ended_attempt(job, ending, now))
             event = resolution_event(job, resolution, now)
             self._events[job_id] = appended_event(self._events.get(job_id), event, now)
             new = self._jobs[job_id] = resolved_row(job, resolution, now)
@@ -232,19 +214,10 @@ class MemoryStore:
         pass
 
     @staticmethod
-    def _end_attempt(
-        attempts: list[AttemptRow],
-        fence: int,
-        outcome: AttemptOutcome,
-        now: int,
-        error: str | None,
-        outputs: str,
-    ) -> None:
+    def _end_attempt(attempts: list[AttemptRow], ended: AttemptRow) -> None:
         for i, attempt in enumerate(attempts):
-            if attempt.fence == fence and attempt.outcome is AttemptOutcome.RUNNING:
-                attempts[i] = replace(
-                    attempt, outcome=outcome, ended_at=now, error=error, outputs=outputs
-                )
+            if attempt.fence == ended.fence and attempt.outcome is AttemptOutcome.RUNNING:
+                attempts[i] = ended
 
 
 class AsyncMemoryStore:

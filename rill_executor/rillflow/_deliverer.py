@@ -17,7 +17,7 @@ from datetime import timedelta
 
 import httpx
 
-from .._core import Seconds, to_us
+from .._config import Seconds, to_us
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
 from ._callbacks import (

@@ -33,14 +33,14 @@ from fastapi.responses import JSONResponse
 from pydantic_core import to_jsonable_python
 
 from .._claim import AsyncClaim
-from .._core import Seconds, to_us
+from .._config import Seconds, to_us
 from .._errors import (
     HandedOff,
     KeyConflict,
     RillExecutorError,
     StoreError,
 )
-from .._idempotent import IdempotentSpec, answer_async, run_async
+from .._idempotent import IdempotentOptions, IdempotentSpec
 from .._ledger import AsyncLedger
 from .._notices import Watch
 from .._outcomes import Conflict, InProgress
@@ -109,23 +109,24 @@ class RillFlowExecutor:
         """
 
         def mount(fn: F) -> F:
+            options = IdempotentOptions(
+                key=lambda payload, dispatch: dispatch.task if key is None else key(payload),
+                fingerprint=lambda payload, dispatch: (
+                    to_jsonable_python(payload) if fingerprint is None else fingerprint(payload)
+                ),
+                result_version=(
+                    (lambda payload, dispatch: result_version(payload))
+                    if callable(result_version)
+                    else result_version
+                ),
+                wait=self.join,
+                heartbeat=heartbeat,
+                terminal=(*terminal, CallbackTooLarge),
+                name=name,
+            )
+
             def spec_of(call: Callable[..., Any]) -> IdempotentSpec:
-                return self.ledger._spec(
-                    call,
-                    name,
-                    lambda payload, dispatch: dispatch.task if key is None else key(payload),
-                    lambda payload, dispatch: (
-                        to_jsonable_python(payload) if fingerprint is None else fingerprint(payload)
-                    ),
-                    (
-                        (lambda payload, dispatch: result_version(payload))
-                        if callable(result_version)
-                        else result_version
-                    ),
-                    self.join,
-                    heartbeat,
-                    (*terminal, CallbackTooLarge),
-                )
+                return IdempotentSpec.build(call, options, self.ledger.config)
 
             task = Task(fn, spec_of)
             self._tasks[task.spec.name] = task
@@ -157,8 +158,7 @@ class RillFlowExecutor:
         """The sync pattern: the task's output, or a failure the engine will retry."""
         args = (payload, dispatch)
         try:
-            result = await run_async(
-                self.ledger,
+            result = await self.ledger._call(
                 task.spec,
                 args,
                 {},
@@ -209,7 +209,7 @@ class RillFlowExecutor:
             # A failure is recorded as the attempt's outcome and reported by the callback.
             with contextlib.suppress(Exception):
                 try:
-                    await answer_async(task.spec, claim, args)
+                    await self.ledger._run_claimed(task.spec, claim, args)
                 except HandedOff:
                     await self._handoffs.handed_off(claim)
             self.deliverer.wake()

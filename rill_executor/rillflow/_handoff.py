@@ -21,10 +21,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._claim import AsyncClaim
-from .._core import Seconds, to_us
+from .._config import Seconds, to_us
 from .._errors import ConfigError, StaleAttempt, StoreError, TerminalError, UsageError
 from .._events import TOKEN_REFUSED
-from .._idempotent import _current
+from .._idempotent import current
 from .._ledger import AsyncLedger
 from ._deliverer import Deliverer
 from ._task import CallbackTooLarge, Task, check_callback
@@ -91,7 +91,7 @@ class HandOffs:
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
         """See ``RillFlowExecutor.hand_off``."""
         running = running_now.get(None)
-        claim = _current.get(None)
+        claim = current.get(None)
         if running is None or not isinstance(claim, AsyncClaim):
             raise UsageError("hand_off() is only available inside a handler mounted with task()")
         if self.tokens is None:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .._claim import AsyncClaim, Claim
-from .._core import Seconds, to_us
+from .._config import Seconds, to_us
 from .._errors import ConfigError, UsageError
 
 __all__ = ["CompletionTokens", "InvalidToken", "TokenClaims"]

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from .._claim import AsyncClaim, Claim
-from .._core import Seconds
+from .._config import Seconds
 from .._ledger import AsyncLedger, Ledger
 from .._records import JobStatus
 from .._registry import open_async_store, open_store

@@ -1,0 +1,203 @@
+"""A decorated call as one I/O-free step: it yields plain actions, the ledger performs them.
+
+``call`` is the whole call: claim (joining a running attempt while ``wait`` lasts), run the
+handler, commit or record the failure, answer. It is a generator: each ``yield`` hands the
+ledger an action and receives what came of it (or has the action's exception raised at the
+``yield``). ``Ledger`` and ``AsyncLedger`` drive it with a loop each (``drive`` here, and
+its asyncio twin there), so the sync and async paths share every decision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from ._claim import AsyncClaim, Claim
+from ._core import LedgerCore
+from ._errors import HandedOff, RillExecutorError, UsageError
+from ._idempotent import IdempotentSpec
+from ._outcomes import Conflict, InProgress, Replay
+from ._records import JobRow
+from ._store import ClaimRequest, Completion
+
+__all__ = [
+    "Action",
+    "Finish",
+    "Own",
+    "Run",
+    "SendClaim",
+    "Sleep",
+    "Step",
+    "call",
+    "claiming",
+    "drive",
+    "drive_async",
+    "running",
+]
+
+AnyClaim = Claim | AsyncClaim
+
+
+@dataclass(frozen=True, slots=True)
+class SendClaim:
+    """Send the claim to the store (once more after a lost reply); answer ``(answer, resent)``."""
+
+    request: ClaimRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Own:
+    """Wrap the row the store granted in the ledger's claim type; answer the claim."""
+
+    row: JobRow
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Run the handler under ``claim``, with its heartbeat; answer its result."""
+
+    claim: AnyClaim
+    spec: IdempotentSpec
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """End ``claim``'s attempt with ``completion`` (a fenced store write)."""
+
+    claim: AnyClaim
+    completion: Completion
+    operation: str  # "commit" or "fail", for the error that says it was refused
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+Action = SendClaim | Own | Run | Finish | Sleep
+Step = Generator[Action, Any, Any]
+
+
+def drive(step: Step, perform: Callable[[Action], Any]) -> Any:
+    """Run ``step`` to its answer, performing each action it yields."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            action = step.send(reply) if error is None else step.throw(error)
+        except StopIteration as done:
+            return done.value
+        try:
+            reply, error = perform(action), None
+        except BaseException as exc:  # raised into the step, at its yield
+            reply, error = None, exc
+
+
+async def drive_async(step: Step, perform: Callable[[Action], Awaitable[Any]]) -> Any:
+    """``drive``, awaiting each action."""
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            action = step.send(reply) if error is None else step.throw(error)
+        except StopIteration as done:
+            return done.value
+        try:
+            reply, error = await perform(action), None
+        except BaseException as exc:  # raised into the step, at its yield
+            reply, error = None, exc
+
+
+def claiming(core: LedgerCore, request: ClaimRequest) -> Step:
+    """One claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
+    answer, resent = yield SendClaim(request)
+    outcome = core.claim_outcome(request, answer, resent=resent)
+    if isinstance(outcome, JobRow):
+        return (yield Own(outcome))
+    return outcome
+
+
+def call(
+    core: LedgerCore,
+    spec: IdempotentSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    claim_options: dict[str, Any],
+) -> Step:
+    """A decorated call; ``claim_options`` (attempt id, origin) go to every claim it makes."""
+    key, fingerprint, version = spec.identity(args, kwargs)
+    spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
+    waiter = Waiter(spec.wait)
+    while True:
+        request = core.claim_request(
+            key, fingerprint=fingerprint, result_version=version, **claim_options
+        )
+        outcome = yield from claiming(core, request)
+        if isinstance(outcome, Conflict):
+            raise outcome.error()
+        if isinstance(outcome, Replay):
+            return outcome.result(spec.return_type)
+        if not isinstance(outcome, InProgress):
+            return (yield from running(spec, outcome, args, kwargs))
+        delay = waiter.next_delay(outcome)
+        if delay is None:
+            raise outcome.error()
+        yield Sleep(delay)
+
+
+def running(
+    spec: IdempotentSpec, claim: AnyClaim, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Step:
+    """The handler under a claim already made: its result committed, or its failure."""
+    try:
+        result = yield Run(claim, spec, args, kwargs)
+    except HandedOff:  # the work goes on elsewhere: end nothing
+        raise
+    except BaseException as exc:
+        yield from _failing(claim, exc, retryable=not spec.is_terminal(exc))
+        raise
+    try:
+        completion = spec.completion_of(claim, result)
+    except UsageError as exc:  # the result cannot be stored; nothing was committed
+        yield from _failing(claim, exc, retryable=False)
+        raise
+    yield Finish(claim, completion, "commit")
+    return result
+
+
+def _failing(claim: AnyClaim, exc: BaseException, *, retryable: bool) -> Step:
+    """Record ``exc`` as the attempt's failure; a failure to record it is noted on ``exc``."""
+    try:
+        yield Finish(claim, claim._core.failure(exc, retryable=retryable), "fail")
+    except RillExecutorError as problem:
+        exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
+        return
+    if isinstance(exc, UsageError):  # the handler ran, but its result cannot be stored
+        exc.add_note(
+            f"rill-executor: recorded as a terminal failure of attempt {claim.attempt_id}"
+            f" (fence {claim.fence}) of {claim.key!r}: running the work again would repeat its"
+            " side effects and return the same result. Fix the handler, then use a new"
+            " result_version or resolve the key"
+        )
+
+
+class Waiter:
+    """When to look again at a job another attempt is running."""
+
+    def __init__(self, wait: float | None) -> None:
+        self._deadline = None if wait is None else time.monotonic() + wait
+        self._delay = 0.02
+
+    def next_delay(self, busy: InProgress) -> float | None:
+        if self._deadline is None:
+            return None
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        delay = min(self._delay, remaining, max(busy.lease_left.total_seconds(), 0.001))
+        self._delay = min(self._delay * 2, 1.0)
+        return delay
