@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from opentelemetry.trace import INVALID_SPAN, Span
 from pydantic import TypeAdapter
 
+from . import _telemetry as telemetry
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._config import Seconds
 from ._core import LedgerCore
@@ -49,6 +51,10 @@ class _ClaimBase:
         self._core = core
         self._ref = AttemptRef(row.job_id, row.owner_attempt, row.fence)
         self._lost = False  # set by whichever thread learns the attempt was fenced
+        self._span: Span = INVALID_SPAN  # the call's run span, for heartbeat events
+        self.takeover = row.created_at != row.claimed_at
+        """True if this claim took the job over (from a failure, a lapsed lease or an
+        expired record) rather than creating it."""
         self.namespace = row.namespace
         self.key = row.key
         self.lease_expires_at: datetime = at_us(row.lease_until or 0)
@@ -135,8 +141,9 @@ class Claim(_ClaimBase):
     def heartbeat(self, lease: Seconds | None = None) -> datetime:
         """Extend the lease to now + ``lease`` (default: the claim's lease), store clock."""
         lease_us = self._lease_us(lease)
-        answer, _ = resend_once(lambda: self._store.heartbeat(self._ref, lease_us))
-        self._accept(answer, "heartbeat")
+        with telemetry.heartbeat(self):
+            answer, _ = resend_once(lambda: self._store.heartbeat(self._ref, lease_us))
+            self._accept(answer, "heartbeat")
         return self.lease_expires_at
 
     def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
@@ -155,11 +162,12 @@ class Claim(_ClaimBase):
         self._finish(self._core.failure(error, retryable=retryable), "fail")
 
     def _finish(self, completion: Completion, operation: str) -> None:
-        try:
-            answer, _ = resend_once(lambda: self._store.finish(self._ref, completion))
-        except StoreUnavailable as exc:
-            raise self._unrecorded(operation, exc) from exc
-        self._accept(answer, operation, completion)
+        with telemetry.write_span(self, operation):
+            try:
+                answer, _ = resend_once(lambda: self._store.finish(self._ref, completion))
+            except StoreUnavailable as exc:
+                raise self._unrecorded(operation, exc) from exc
+            self._accept(answer, operation, completion)
 
 
 class AsyncClaim(_ClaimBase):
@@ -213,8 +221,9 @@ class AsyncClaim(_ClaimBase):
 
     async def heartbeat(self, lease: Seconds | None = None) -> datetime:
         lease_us = self._lease_us(lease)
-        answer, _ = await resend_once_async(lambda: self._store.heartbeat(self._ref, lease_us))
-        self._accept(answer, "heartbeat")
+        with telemetry.heartbeat(self):
+            answer, _ = await resend_once_async(lambda: self._store.heartbeat(self._ref, lease_us))
+            self._accept(answer, "heartbeat")
         return self.lease_expires_at
 
     async def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
@@ -228,8 +237,11 @@ class AsyncClaim(_ClaimBase):
         await self._finish(self._core.failure(error, retryable=retryable), "fail")
 
     async def _finish(self, completion: Completion, operation: str) -> None:
-        try:
-            answer, _ = await resend_once_async(lambda: self._store.finish(self._ref, completion))
-        except StoreUnavailable as exc:
-            raise self._unrecorded(operation, exc) from exc
-        self._accept(answer, operation, completion)
+        with telemetry.write_span(self, operation):
+            try:
+                answer, _ = await resend_once_async(
+                    lambda: self._store.finish(self._ref, completion)
+                )
+            except StoreUnavailable as exc:
+                raise self._unrecorded(operation, exc) from exc
+            self._accept(answer, operation, completion)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from . import _telemetry as telemetry
 from ._codec import encode_error, encode_result
 from ._config import LedgerConfig, Seconds, to_us
 from ._decisions import (
@@ -22,7 +23,7 @@ from ._decisions import (
     decide_claim,
     owned_by,
 )
-from ._errors import StaleAttempt, StoreProtocolError, UsageError
+from ._errors import ResultTooLarge, StaleAttempt, StoreProtocolError, UsageError
 from ._keys import (
     fingerprint_of,
     job_id,
@@ -55,8 +56,9 @@ Outcome = JobRow | Replay | InProgress | Conflict
 class LedgerCore:
     """Requests out, outcomes in: what the ledger decides around each store call."""
 
-    def __init__(self, config: LedgerConfig) -> None:
+    def __init__(self, config: LedgerConfig, store_kind: str = "store") -> None:
         self.config = config
+        self.store_kind = store_kind  # for telemetry: postgresql, redis…, never an address
 
     @property
     def namespace(self) -> str:
@@ -198,9 +200,13 @@ class LedgerCore:
         source: str = "the handler",
         expected: str = "its return annotation",
     ) -> Completion:
-        result = encode_result(
-            value, self.config.max_result_bytes, adapter, source=source, expected=expected
-        )
+        try:
+            result = encode_result(
+                value, self.config.max_result_bytes, adapter, source=source, expected=expected
+            )
+        except ResultTooLarge:
+            telemetry.too_large(self.namespace)
+            raise
         return Completion(
             state=JobState.SUCCEEDED,
             result=result,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
+from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds, to_us
@@ -58,7 +59,7 @@ from ._step import (
     claiming,
     drive,
     drive_async,
-    running,
+    resumed,
 )
 from ._store import AsyncStore, JobQuery, PurgeRequest, Store
 from ._threaded_store import ThreadedAsyncStore
@@ -131,7 +132,7 @@ class _LedgerBase(Generic[S]):
     def _setup(self, store: S, config: LedgerConfig, outputs: OutputStore | None) -> None:
         self.store = store
         self.config = config
-        self._core = LedgerCore(config)
+        self._core = LedgerCore(config, telemetry.store_kind(store))
         self.outputs = outputs
 
     def _open(self, url: str) -> S:
@@ -316,7 +317,7 @@ class Ledger(_LedgerBase[Store]):
             lease=lease,
             origin=origin,
             watch=watch,
-            trace=trace,
+            trace=trace or telemetry.current_traceparent(),
         )
         return cast(ClaimOutcome, drive(claiming(self._core, request), self._perform))
 
@@ -575,7 +576,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             lease=lease,
             origin=origin,
             watch=watch,
-            trace=trace,
+            trace=trace or telemetry.current_traceparent(),
         )
         return cast(
             AsyncClaimOutcome, await drive_async(claiming(self._core, request), self._perform)
@@ -745,7 +746,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         self, spec: IdempotentSpec, claim: AsyncClaim, args: tuple[Any, ...]
     ) -> Any:
         """The handler under a claim already made, as a decorated call runs it."""
-        return await drive_async(running(spec, claim, args, {}), self._perform)
+        return await drive_async(resumed(self._core, spec, claim, args), self._perform)
 
     async def _perform(self, action: Action) -> Any:
         match action:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim
 from ._core import LedgerCore
 from ._errors import HandedOff, RillExecutorError, UsageError
@@ -34,6 +35,7 @@ __all__ = [
     "claiming",
     "drive",
     "drive_async",
+    "resumed",
     "running",
 ]
 
@@ -112,10 +114,13 @@ async def drive_async(step: Step, perform: Callable[[Action], Awaitable[Any]]) -
             reply, error = None, exc
 
 
-def claiming(core: LedgerCore, request: ClaimRequest) -> Step:
+def claiming(core: LedgerCore, request: ClaimRequest, handler: str | None = None) -> Step:
     """One claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
-    answer, resent = yield SendClaim(request)
-    outcome = core.claim_outcome(request, answer, resent=resent)
+    attributes = {"rill.namespace": request.namespace, "rill.job.id": request.job_id}
+    with telemetry.store_span("claim", core.store_kind, attributes) as span:
+        answer, resent = yield SendClaim(request)
+        outcome = core.claim_outcome(request, answer, resent=resent)
+        telemetry.claimed(span, request.namespace, outcome, handler)
     if isinstance(outcome, JobRow):
         return (yield Own(outcome))
     return outcome
@@ -132,34 +137,49 @@ def call(
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = Waiter(spec.wait)
-    while True:
-        request = core.claim_request(
-            key, fingerprint=fingerprint, result_version=version, **claim_options
-        )
-        outcome = yield from claiming(core, request)
-        if isinstance(outcome, Conflict):
-            raise outcome.error()
-        if isinstance(outcome, Replay):
-            return outcome.result(spec.return_type)
-        if not isinstance(outcome, InProgress):
-            return (yield from running(spec, outcome, args, kwargs))
-        delay = waiter.next_delay(outcome)
-        if delay is None:
-            raise outcome.error()
-        yield Sleep(delay)
+    with telemetry.Run(spec.name, core.namespace, core.job_id(key)).current() as run:
+        while True:
+            request = core.claim_request(
+                key,
+                fingerprint=fingerprint,
+                result_version=version,
+                trace=run.traceparent,
+                **claim_options,
+            )
+            outcome = yield from claiming(core, request, spec.name)
+            run.claimed(outcome)
+            if isinstance(outcome, Conflict):
+                raise outcome.error()
+            if isinstance(outcome, Replay):
+                return outcome.result(spec.return_type)
+            if not isinstance(outcome, InProgress):
+                return (yield from running(spec, outcome, args, kwargs, run))
+            delay = waiter.next_delay(outcome)
+            if delay is None:
+                raise outcome.error()
+            yield Sleep(delay)
 
 
 def running(
-    spec: IdempotentSpec, claim: AnyClaim, args: tuple[Any, ...], kwargs: dict[str, Any]
+    spec: IdempotentSpec,
+    claim: AnyClaim,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    run: telemetry.Run,
 ) -> Step:
     """The handler under a claim already made: its result committed, or its failure."""
+    run.running()
     try:
         result = yield Run(claim, spec, args, kwargs)
-    except HandedOff:  # the work goes on elsewhere: end nothing
+    except HandedOff as exc:  # the work goes on elsewhere: end nothing
+        run.ran(exc, terminal=False)
         raise
     except BaseException as exc:
-        yield from _failing(claim, exc, retryable=not spec.is_terminal(exc))
+        terminal = spec.is_terminal(exc)
+        run.ran(exc, terminal)
+        yield from _failing(claim, exc, retryable=not terminal)
         raise
+    run.ran(None, terminal=False)
     try:
         completion = spec.completion_of(claim, result)
     except UsageError as exc:  # the result cannot be stored; nothing was committed
@@ -167,6 +187,13 @@ def running(
         raise
     yield Finish(claim, completion, "commit")
     return result
+
+
+def resumed(core: LedgerCore, spec: IdempotentSpec, claim: AnyClaim, args: tuple[Any, ...]) -> Step:
+    """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it."""
+    with telemetry.Run(spec.name, core.namespace, claim.job_id).current() as run:
+        run.claimed(claim)
+        return (yield from running(spec, claim, args, {}, run))
 
 
 def _failing(claim: AnyClaim, exc: BaseException, *, retryable: bool) -> Step:

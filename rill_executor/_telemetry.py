@@ -1,0 +1,305 @@
+"""Spans and metrics through the OpenTelemetry API; the application chooses the SDK.
+
+Without an SDK every tracer and meter here is OpenTelemetry's no-op: a span is not recorded,
+so no attribute is built (``is_recording``), and no context is attached for an invalid one.
+Names and attributes are listed in ``docs/tracing.md``; they live under ``rill.*``, with
+OpenTelemetry's own (``error.type``, ``code.function.name``) where one applies. Payloads,
+results and business keys are never recorded; a key only as ``rill.job.id``, its digest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context, metrics, trace
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+from ._errors import HandedOff, StaleAttempt
+from ._outcomes import Conflict, InProgress, Replay
+from ._records import JobRow
+
+if TYPE_CHECKING:
+    from ._claim import _ClaimBase
+
+__all__ = [
+    "SCOPE",
+    "Run",
+    "claim_outcome",
+    "claimed",
+    "current_traceparent",
+    "heartbeat",
+    "linked",
+    "store_kind",
+    "store_span",
+    "too_large",
+    "traceparent",
+    "write_span",
+]
+
+SCOPE = "rill_executor"
+_VERSION = "0.1.0"
+tracer = trace.get_tracer(SCOPE, _VERSION)
+meter = metrics.get_meter(SCOPE, _VERSION)
+
+claims = meter.create_counter("rill.claims", "{claim}", "Claims, by outcome")
+takeovers = meter.create_counter(
+    "rill.takeovers", "{claim}", "Claims that took a job over from an attempt that ran out"
+)
+conflicts = meter.create_counter(
+    "rill.conflicts", "{claim}", "Claims refused: the key was used with other inputs"
+)
+fenced_writes = meter.create_counter(
+    "rill.fenced_writes", "{write}", "Writes of a superseded attempt refused, by reason"
+)
+results_too_large = meter.create_counter(
+    "rill.results_too_large", "{result}", "Results refused for their size"
+)
+callbacks = meter.create_counter(
+    "rill.callbacks", "{callback}", "Completion callbacks sent to the engine, by classification"
+)
+store_duration = meter.create_histogram(
+    "rill.store.operation.duration", "s", "Store round trips, by operation and store kind"
+)
+handler_duration = meter.create_histogram(
+    "rill.handler.duration", "s", "Handler runs, by handler and outcome"
+)
+
+
+def traceparent(span: Span) -> str | None:
+    """The W3C ``traceparent`` of ``span``, or None for a span that is not traced."""
+    context = span.get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def current_traceparent() -> str | None:
+    """The ``traceparent`` of the current span, if one is traced."""
+    return traceparent(trace.get_current_span())
+
+
+def linked(trace_header: str | None) -> Link | None:
+    """A link to the span a stored ``traceparent`` names."""
+    if trace_header is None:
+        return None
+    _, trace_id, span_id, flags = trace_header.split("-")
+    context = SpanContext(
+        int(trace_id, 16), int(span_id, 16), is_remote=True, trace_flags=TraceFlags(int(flags, 16))
+    )
+    return Link(context, {"rill.link": "attempt"})
+
+
+def store_kind(store: object) -> str:
+    """What system a store is (``postgresql``, ``redis``…); never its address."""
+    inner = getattr(store, "sync", store)  # an async face over a sync store
+    kind = getattr(inner, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    return type(inner).__name__.lower().removeprefix("async").removesuffix("store") or "store"
+
+
+def claim_outcome(outcome: object) -> str:
+    """``claimed``, ``takeover``, ``replay``, ``in_progress`` or ``conflict``: what a claim
+    answered (a granted claim's row, or the ledger's claim)."""
+    if isinstance(outcome, Replay):
+        return "replay"
+    if isinstance(outcome, InProgress):
+        return "in_progress"
+    if isinstance(outcome, Conflict):
+        return "conflict"
+    if isinstance(outcome, JobRow):  # a takeover keeps the record's creation time
+        return "takeover" if outcome.created_at != outcome.claimed_at else "claimed"
+    return "takeover" if getattr(outcome, "takeover", False) else "claimed"
+
+
+def handler_outcome(exc: BaseException | None, terminal: bool) -> str:
+    if exc is None:
+        return "succeeded"
+    if isinstance(exc, HandedOff):
+        return "handed_off"
+    return "failed_terminal" if terminal else "failed_retryable"
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    if isinstance(exc, HandedOff):
+        return  # the work goes on elsewhere: not an error of this span
+    if span.is_recording():
+        span.set_attribute("error.type", type(exc).__qualname__)
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+
+
+@contextmanager
+def _current(span: Span) -> Iterator[Span]:
+    """``span`` as the current span while the block runs (if it is traced), then ended."""
+    token = None
+    if span.get_span_context().is_valid:
+        token = context.attach(trace.set_span_in_context(span))
+    try:
+        yield span
+    except BaseException as exc:
+        _fail(span, exc)
+        raise
+    finally:
+        if token is not None:
+            context.detach(token)
+        span.end()
+
+
+class Run:
+    """The span of one decorated call (``rill.run {handler}``) and its handler's metrics."""
+
+    __slots__ = ("attributes", "span", "started")
+
+    def __init__(self, handler: str, namespace: str, job_id: str) -> None:
+        self.attributes = {"rill.namespace": namespace, "rill.handler": handler}
+        self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
+        if self.span.is_recording():
+            self.span.set_attributes(
+                {**self.attributes, "rill.job.id": job_id, "code.function.name": handler}
+            )
+        self.started = 0.0
+
+    @contextmanager
+    def current(self) -> Iterator[Run]:
+        with _current(self.span):
+            yield self
+
+    @property
+    def traceparent(self) -> str | None:
+        return traceparent(self.span)
+
+    def claimed(self, outcome: object) -> None:
+        """What the claim answered; a duplicate links to the attempt that did the work."""
+        if hasattr(outcome, "_span"):  # our claim: its heartbeats are events on this span
+            outcome._span = self.span
+        if not self.span.is_recording():
+            return
+        self.span.set_attribute("rill.claim.outcome", claim_outcome(outcome))
+        if isinstance(outcome, (Replay, InProgress)):
+            owner = outcome.attempt_id if isinstance(outcome, Replay) else outcome.owner_attempt_id
+            self.span.set_attribute("rill.attempt.fence", outcome.fence)
+            if owner:
+                self.span.set_attribute("rill.replay.attempt.id", owner)
+            if (link := linked(outcome.trace)) is not None:
+                self.span.add_link(link.context, link.attributes)
+        elif not isinstance(outcome, Conflict):
+            self.span.set_attributes(
+                {
+                    "rill.attempt.id": outcome.attempt_id,  # type: ignore[attr-defined]
+                    "rill.attempt.fence": outcome.fence,  # type: ignore[attr-defined]
+                }
+            )
+
+    def running(self) -> None:
+        self.started = time.perf_counter()
+
+    def ran(self, exc: BaseException | None, terminal: bool) -> None:
+        outcome = handler_outcome(exc, terminal)
+        handler_duration.record(
+            time.perf_counter() - self.started, {**self.attributes, "rill.outcome": outcome}
+        )
+        if self.span.is_recording():
+            self.span.set_attribute("rill.outcome", outcome)
+
+
+@contextmanager
+def store_span(operation: str, kind: str, attributes: Mapping[str, Any]) -> Iterator[Span]:
+    """The span and duration of one store round trip (``rill.claim``, ``rill.commit``…)."""
+    span = tracer.start_span(f"rill.{operation}", kind=SpanKind.CLIENT)
+    if span.is_recording():
+        span.set_attributes({**attributes, "rill.store.kind": kind})
+    started = time.perf_counter()
+    try:
+        with _current(span):
+            yield span
+    finally:
+        store_duration.record(
+            time.perf_counter() - started,
+            {"rill.store.operation": operation, "rill.store.kind": kind},
+        )
+
+
+def claimed(span: Span, namespace: str, outcome: object, handler: str | None) -> None:
+    """Count a claim's answer, by outcome; and put it on its span."""
+    kind = claim_outcome(outcome)
+    attributes = {"rill.namespace": namespace, "rill.claim.outcome": kind}
+    if handler is not None:
+        attributes["rill.handler"] = handler
+    claims.add(1, attributes)
+    if kind == "takeover":
+        takeovers.add(1, attributes)
+    elif kind == "conflict":
+        conflicts.add(1, attributes)
+    if span.is_recording():
+        span.set_attribute("rill.claim.outcome", kind)
+        if isinstance(outcome, JobRow):
+            span.set_attributes(
+                {
+                    "rill.attempt.id": outcome.owner_attempt or "",
+                    "rill.attempt.fence": outcome.fence,
+                }
+            )
+
+
+def fenced(claim: _ClaimBase, operation: str, exc: StaleAttempt, span: Span | None) -> None:
+    """Count a write refused by the fence, with its reason; note it on ``span``."""
+    fenced_writes.add(
+        1,
+        {
+            "rill.namespace": claim.namespace,
+            "rill.store.operation": operation,
+            "rill.fence.reason": exc.reason,
+        },
+    )
+    if span is not None and span.is_recording():
+        span.set_attributes({"rill.write.outcome": "fenced", "rill.fence.reason": exc.reason})
+
+
+@contextmanager
+def write_span(claim: _ClaimBase, operation: str) -> Iterator[Span]:
+    """A fenced write of ``claim`` (commit, fail, output registration)."""
+    attributes = {
+        "rill.namespace": claim.namespace,
+        "rill.job.id": claim.job_id,
+        "rill.attempt.id": claim.attempt_id,
+        "rill.attempt.fence": claim.fence,
+    }
+    with store_span(operation, claim._core.store_kind, attributes) as span:
+        try:
+            yield span
+        except StaleAttempt as exc:
+            fenced(claim, operation, exc, span)
+            raise
+        if span.is_recording():
+            span.set_attribute("rill.write.outcome", "written")
+
+
+@contextmanager
+def heartbeat(claim: _ClaimBase) -> Iterator[None]:
+    """A heartbeat: not a span, but an event on the run span (``rill.heartbeat``, or
+    ``rill.heartbeat.lost`` with the reason when the fence refused it)."""
+    kind, started = claim._core.store_kind, time.perf_counter()
+    try:
+        yield
+    except StaleAttempt as exc:
+        fenced(claim, "heartbeat", exc, None)
+        if claim._span.is_recording():
+            claim._span.add_event("rill.heartbeat.lost", {"rill.fence.reason": exc.reason})
+        raise
+    else:
+        if claim._span.is_recording():
+            until = claim.lease_expires_at.isoformat()
+            claim._span.add_event("rill.heartbeat", {"rill.lease.expires_at": until})
+    finally:
+        store_duration.record(
+            time.perf_counter() - started,
+            {"rill.store.operation": "heartbeat", "rill.store.kind": kind},
+        )
+
+
+def too_large(namespace: str) -> None:
+    results_too_large.add(1, {"rill.namespace": namespace})
