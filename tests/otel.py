@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    InMemoryMetricReader,
+    NumberDataPoint,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -36,6 +40,7 @@ class Otel:
     spans_exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     gate: _Gated
+    seen: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = field(default_factory=dict)
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.spans_exporter.get_finished_spans())
@@ -46,23 +51,18 @@ class Otel:
 
     def points(self, name: str) -> list[tuple[dict[str, Any], float]]:
         """Each point of metric ``name`` since the test began: its attributes, and its sum
-        (a counter) or its count (a histogram)."""
+        (a counter) or its count (a histogram); summed over collections, which are deltas."""
         data = self.reader.get_metrics_data()
-        found = []
         for resource in data.resource_metrics if data else ():
             for scope in resource.scope_metrics:
                 for metric in scope.metrics:
-                    if metric.name != name:
-                        continue
                     for point in metric.data.data_points:
-                        value = getattr(point, "value", None)
-                        found.append(
-                            (
-                                dict(point.attributes or {}),
-                                value if value is not None else point.count,
-                            )
-                        )
-        return found
+                        value = point.value if isinstance(point, NumberDataPoint) else point.count
+                        where = (metric.name, tuple(sorted((point.attributes or {}).items())))
+                        self.seen[where] = self.seen.get(where, 0) + value
+        return [
+            (dict(attrs), total) for (metric, attrs), total in self.seen.items() if metric == name
+        ]
 
 
 @functools.cache
@@ -88,6 +88,7 @@ def otel() -> Iterator[Otel]:
     installed = _install()
     installed.spans_exporter.clear()
     installed.reader.get_metrics_data()  # the points so far: the test sees only its own
+    installed.seen.clear()
     installed.gate.open = True
     try:
         yield installed
