@@ -16,6 +16,8 @@ import pytest
 import redis
 from sqlalchemy import create_engine, make_url, text
 
+from .otel import otel  # noqa: F401  # the fixture of the tracing tests
+
 POSTGRES_URL = os.environ.get(
     "RILL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
