@@ -116,8 +116,7 @@ async def drive_async(step: Step, perform: Callable[[Action], Awaitable[Any]]) -
 
 def claiming(core: LedgerCore, request: ClaimRequest, handler: str | None = None) -> Step:
     """One claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
-    attributes = {"rill.namespace": request.namespace, "rill.job.id": request.job_id}
-    with telemetry.store_span("claim", core.store_kind, attributes) as span:
+    with telemetry.claim_span(request, core.store_kind) as span:
         answer, resent = yield SendClaim(request)
         outcome = core.claim_outcome(request, answer, resent=resent)
         telemetry.claimed(span, request.namespace, outcome, handler)

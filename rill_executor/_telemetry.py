@@ -9,17 +9,30 @@ results and business keys are never recorded; a key only as ``rill.job.id``, its
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context, metrics, trace
-from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    Link,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
 
 from ._errors import HandedOff, StaleAttempt
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
+from ._store import ClaimRequest
 
 if TYPE_CHECKING:
     from ._claim import _ClaimBase
@@ -28,6 +41,7 @@ __all__ = [
     "SCOPE",
     "Run",
     "claim_outcome",
+    "claim_span",
     "claimed",
     "current_traceparent",
     "heartbeat",
@@ -38,6 +52,17 @@ __all__ = [
     "traceparent",
     "write_span",
 ]
+
+from opentelemetry.metrics import _internal as _metrics_api
+
+# Providers configured by environment variables are loaded on first use: ask publicly then.
+_FAST = (
+    hasattr(trace, "_TRACER_PROVIDER")
+    and hasattr(_metrics_api, "_METER_PROVIDER")
+    and not {"OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"} & set(os.environ)
+)
+_NO_TRACING = (NoOpTracerProvider, ProxyTracerProvider)
+_NO_METRICS = (metrics.NoOpMeterProvider, getattr(_metrics_api, "_ProxyMeterProvider", type(None)))
 
 SCOPE = "rill_executor"
 _VERSION = "0.1.0"
@@ -132,41 +157,85 @@ def _fail(span: Span, exc: BaseException) -> None:
         span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
 
 
-@contextmanager
-def _current(span: Span) -> Iterator[Span]:
-    """``span`` as the current span while the block runs (if it is traced), then ended."""
-    token = None
-    if span.get_span_context().is_valid:
-        token = context.attach(trace.set_span_in_context(span))
-    try:
-        yield span
-    except BaseException as exc:
-        _fail(span, exc)
-        raise
-    finally:
-        if token is not None:
-            context.detach(token)
-        span.end()
+class _Switch:
+    """Whether an SDK is installed: until one is, every span and metric here is skipped,
+    not built and dropped. OpenTelemetry sets a provider once, so once on, it stays on.
+
+    The public way to ask (``get_tracer_provider()``) reads the environment on every call,
+    which would cost more than the spans it spares; the API modules' own globals say the
+    same for free, and are read where they exist (an API without them asks publicly)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def __call__(self) -> bool:
+        if not self.on:
+            if _FAST:
+                self.on = (
+                    trace._TRACER_PROVIDER is not None or _metrics_api._METER_PROVIDER is not None
+                )
+            else:  # pragma: no cover  # an API release without those globals
+                self.on = not isinstance(
+                    trace.get_tracer_provider(), _NO_TRACING
+                ) or not isinstance(metrics.get_meter_provider(), _NO_METRICS)
+        return self.on
+
+
+enabled = _Switch()
+
+
+class _Scope:
+    """``span`` as the current span while the block runs (if it is traced), then ended; an
+    exception is recorded on it."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.token: object = None
+
+    def __enter__(self) -> Span:
+        if self.span.get_span_context().is_valid:
+            self.token = context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            _fail(self.span, exc)
+        if self.token is not None:
+            context.detach(self.token)  # type: ignore[arg-type]
+        self.span.end()
 
 
 class Run:
-    """The span of one decorated call (``rill.run {handler}``) and its handler's metrics."""
+    """The span of one decorated call (``rill.run {handler}``) and its handler's metrics;
+    a context manager that makes it the current span."""
 
-    __slots__ = ("attributes", "span", "started")
+    __slots__ = ("attributes", "scope", "span", "started")
 
     def __init__(self, handler: str, namespace: str, job_id: str) -> None:
         self.attributes = {"rill.namespace": namespace, "rill.handler": handler}
-        self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
-        if self.span.is_recording():
-            self.span.set_attributes(
-                {**self.attributes, "rill.job.id": job_id, "code.function.name": handler}
-            )
+        self.span: Span = INVALID_SPAN
+        if enabled():
+            self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
+            if self.span.is_recording():
+                self.span.set_attributes(
+                    {**self.attributes, "rill.job.id": job_id, "code.function.name": handler}
+                )
+        self.scope = _Scope(self.span)
         self.started = 0.0
 
-    @contextmanager
-    def current(self) -> Iterator[Run]:
-        with _current(self.span):
-            yield self
+    def __enter__(self) -> Run:
+        self.scope.__enter__()
+        return self
+
+    def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
+        self.scope.__exit__(t, exc, tb)
+
+    def current(self) -> Run:
+        return self
 
     @property
     def traceparent(self) -> str | None:
@@ -174,10 +243,10 @@ class Run:
 
     def claimed(self, outcome: object) -> None:
         """What the claim answered; a duplicate links to the attempt that did the work."""
-        if hasattr(outcome, "_span"):  # our claim: its heartbeats are events on this span
-            outcome._span = self.span
         if not self.span.is_recording():
             return
+        if hasattr(outcome, "_span"):  # our claim: its heartbeats are events on this span
+            outcome._span = self.span
         self.span.set_attribute("rill.claim.outcome", claim_outcome(outcome))
         if isinstance(outcome, (Replay, InProgress)):
             owner = outcome.attempt_id if isinstance(outcome, Replay) else outcome.owner_attempt_id
@@ -195,9 +264,12 @@ class Run:
             )
 
     def running(self) -> None:
-        self.started = time.perf_counter()
+        if enabled.on:
+            self.started = time.perf_counter()
 
     def ran(self, exc: BaseException | None, terminal: bool) -> None:
+        if not enabled.on:
+            return
         outcome = handler_outcome(exc, terminal)
         handler_duration.record(
             time.perf_counter() - self.started, {**self.attributes, "rill.outcome": outcome}
@@ -206,25 +278,75 @@ class Run:
             self.span.set_attribute("rill.outcome", outcome)
 
 
-@contextmanager
-def store_span(operation: str, kind: str, attributes: Mapping[str, Any]) -> Iterator[Span]:
-    """The span and duration of one store round trip (``rill.claim``, ``rill.commit``…)."""
-    span = tracer.start_span(f"rill.{operation}", kind=SpanKind.CLIENT)
-    if span.is_recording():
-        span.set_attributes({**attributes, "rill.store.kind": kind})
-    started = time.perf_counter()
-    try:
-        with _current(span):
-            yield span
-    finally:
+class _Op:
+    """One store round trip: its span (``rill.claim``, ``rill.commit``…) and its duration;
+    with ``claim``, a fenced write, counted as fenced when the fence refuses it."""
+
+    __slots__ = ("claim", "kind", "operation", "scope", "started")
+
+    def __init__(
+        self,
+        operation: str,
+        kind: str,
+        attributes: Mapping[str, Any],
+        claim: _ClaimBase | None = None,
+    ) -> None:
+        self.operation, self.kind, self.claim = operation, kind, claim
+        span = tracer.start_span(f"rill.{operation}", kind=SpanKind.CLIENT)
+        if span.is_recording():
+            span.set_attributes({**attributes, "rill.store.kind": kind})
+        self.scope = _Scope(span)
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> Span:
+        return self.scope.__enter__()
+
+    def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
+        span = self.scope.span
+        if self.claim is not None:
+            if isinstance(exc, StaleAttempt):
+                fenced(self.claim, self.operation, exc, span)
+            elif exc is None and span.is_recording():
+                span.set_attribute("rill.write.outcome", "written")
+        self.scope.__exit__(t, exc, tb)
         store_duration.record(
-            time.perf_counter() - started,
-            {"rill.store.operation": operation, "rill.store.kind": kind},
+            time.perf_counter() - self.started,
+            {"rill.store.operation": self.operation, "rill.store.kind": self.kind},
         )
+
+
+class _Off:
+    """What a store round trip costs while no SDK is installed: nothing."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return INVALID_SPAN
+
+    def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
+        return None
+
+
+_OFF = _Off()
+
+
+def store_span(operation: str, kind: str, attributes: Mapping[str, Any]) -> _Op | _Off:
+    """The span and duration of one store round trip (``rill.claim``…)."""
+    return _Op(operation, kind, attributes) if enabled() else _OFF
+
+
+def claim_span(request: ClaimRequest, kind: str) -> _Op | _Off:
+    """The span of a claim's round trip."""
+    if not enabled():
+        return _OFF
+    attributes = {"rill.namespace": request.namespace, "rill.job.id": request.job_id}
+    return _Op("claim", kind, attributes)
 
 
 def claimed(span: Span, namespace: str, outcome: object, handler: str | None) -> None:
     """Count a claim's answer, by outcome; and put it on its span."""
+    if not enabled.on:
+        return
     kind = claim_outcome(outcome)
     attributes = {"rill.namespace": namespace, "rill.claim.outcome": kind}
     if handler is not None:
@@ -259,29 +381,26 @@ def fenced(claim: _ClaimBase, operation: str, exc: StaleAttempt, span: Span | No
         span.set_attributes({"rill.write.outcome": "fenced", "rill.fence.reason": exc.reason})
 
 
-@contextmanager
-def write_span(claim: _ClaimBase, operation: str) -> Iterator[Span]:
+def write_span(claim: _ClaimBase, operation: str) -> _Op | _Off:
     """A fenced write of ``claim`` (commit, fail, output registration)."""
+    if not enabled():
+        return _OFF
     attributes = {
         "rill.namespace": claim.namespace,
         "rill.job.id": claim.job_id,
         "rill.attempt.id": claim.attempt_id,
         "rill.attempt.fence": claim.fence,
     }
-    with store_span(operation, claim._core.store_kind, attributes) as span:
-        try:
-            yield span
-        except StaleAttempt as exc:
-            fenced(claim, operation, exc, span)
-            raise
-        if span.is_recording():
-            span.set_attribute("rill.write.outcome", "written")
+    return _Op(operation, claim._core.store_kind, attributes, claim)
 
 
 @contextmanager
 def heartbeat(claim: _ClaimBase) -> Iterator[None]:
     """A heartbeat: not a span, but an event on the run span (``rill.heartbeat``, or
     ``rill.heartbeat.lost`` with the reason when the fence refused it)."""
+    if not enabled():
+        yield
+        return
     kind, started = claim._core.store_kind, time.perf_counter()
     try:
         yield
@@ -302,4 +421,5 @@ def heartbeat(claim: _ClaimBase) -> Iterator[None]:
 
 
 def too_large(namespace: str) -> None:
-    results_too_large.add(1, {"rill.namespace": namespace})
+    if enabled():
+        results_too_large.add(1, {"rill.namespace": namespace})
