@@ -49,7 +49,8 @@ if arm.startswith("SDK"):
     exporter = InMemorySpanExporter() if memory else Dropped()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()] if memory else []))
+    readers = [InMemoryMetricReader()] if memory else []
+    metrics.set_meter_provider(MeterProvider(metric_readers=readers))
 
 import uuid
 import rill_executor
