@@ -162,6 +162,8 @@ def attempt_details(attempt: AttemptInfo) -> list[Text]:
         ),
         Text(f"  origin  {compact(attempt.origin)}"),
     ]
+    if attempt.trace is not None:
+        lines.append(Text(f"  trace   {attempt.trace}"))
     if attempt.error is not None:
         error = attempt.error
         kind = "retryable" if error.retryable else "terminal"

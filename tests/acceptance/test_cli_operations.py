@@ -102,6 +102,19 @@ def test_attempts_shows_what_each_attempt_answered_and_wrote(
     assert '"ts":2' in text.stdout and "ValueError: codec missing" in text.stdout
 
 
+def test_attempts_shows_the_span_each_attempt_ran_in(
+    ledger: Ledger, store_url: str, namespace: str
+) -> None:
+    span = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    claimed(ledger.claim("k", trace=span)).commit("done")
+    done = run("attempts", "k", *opts(store_url, namespace), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert [a["trace"] for a in json.loads(done.stdout)["attempts"]] == [span]
+    text = run("attempts", "k", *opts(store_url, namespace))
+    assert text.returncode == 0, text.stderr
+    assert f"trace   {span}" in text.stdout
+
+
 def test_a_processing_job_whose_lease_ran_out_is_shown_dangling(
     ledger: Ledger, store_url: str, namespace: str
 ) -> None:
