@@ -40,7 +40,7 @@ __all__ = [
 FIELD_NAMES = (
     "ns", "key", "state", "fence", "owner", "claimed_at", "lease_until", "fp", "rv",
     "result", "error", "retryable", "created_at", "updated_at", "finished_at", "retain_until",
-    "outputs", "origin", "watchers", "notices",
+    "outputs", "origin", "watchers", "notices", "trace",
 )  # fmt: skip
 _FIELDS = len(FIELD_NAMES)
 
@@ -92,7 +92,7 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
     fields: list[Any] = [None if value is False else value for value in values]
     (ns, key, state, fence, owner, claimed_at, lease_until, fp, rv, result, error, retryable,
      created_at, updated_at, finished_at, retain_until, outputs, origin, watchers,
-     notices) = fields  # fmt: skip
+     notices, trace) = fields  # fmt: skip
     if ns is None or key is None or fp is None:
         raise ValueError("a required field is absent")
     return JobRow(
@@ -117,6 +117,7 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
         origin=origin,
         watchers="{}" if watchers is None else _watchers(watchers),
         notices="[]" if notices is None else _dump([_notice(n) for n in json.loads(notices)]),
+        trace=trace,
     )
 
 
@@ -208,6 +209,7 @@ def _attempts(flat: Sequence[object]) -> list[AttemptRow]:
             error=p.get("error"),
             outputs=p.get("outputs") or "[]",
             origin=p.get("origin"),
+            trace=p.get("trace"),
         )
         for fence, p in sorted(parts.items())
     ]

@@ -99,8 +99,8 @@ def pack(*values: str) -> bytes:
 
 
 def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tuple[bytes, ...]:
-    """The claim's arguments; a second packed value only for an origin or a watch, so a
-    plain claim costs the script what it did before the outbox. ``token``: the watch token
+    """The claim's arguments; a second packed value only for an origin, a trace or a watch,
+    so a plain claim costs the script what it did before the outbox. ``token``: the watch token
     a Cluster store gave the job in its outbox index; ``indexed``: whether the script keeps
     the index itself (standalone)."""
     claim = pack(
@@ -111,7 +111,7 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
         request.attempt_id,
         str(request.lease_us),
     )
-    if request.origin is None and request.watch is None:
+    if request.origin is None and request.trace is None and request.watch is None:
         return (claim,)
     watch_id, target = "", ""
     if request.watch is not None:  # the target travels as JSON text, never re-encoded
@@ -119,6 +119,7 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
         watch_id, target = watch["id"], json.dumps(watch["target"], separators=(",", ":"))
     outbox = pack(
         request.origin or "",  # JSON text is never empty: '' means none
+        request.trace or "",  # a traceparent is never empty either
         watch_id,  # a watch id is never empty
         target,
         token,

@@ -1,15 +1,15 @@
 -- claim: take the job if it is free, else leave it untouched and return it.
 -- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us;
--- only if the claim has an origin or a watch, a second packed ARGV: origin ('' = none),
--- watch id ('' = no watch), watch target (JSON text), watch token (Redis Cluster: '' =
+-- only if the claim has an origin, a trace or a watch, a second packed ARGV: origin ('' =
+-- none), trace (a W3C traceparent, '' = none), watch id ('' = no watch), watch target (JSON text), watch token (Redis Cluster: '' =
 -- none), and '1' if this script keeps the outbox index (standalone).
 -- The same rules as rill_executor.store.decide_claim / claimed_row / watched_row.
 
 local ns, key, fp, rv, attempt, lease = unpack(args(6))
 lease = tonumber(lease)
-local origin, watch, target, token, indexed = '', '', '', '', ''
+local origin, trace, watch, target, token, indexed = '', '', '', '', '', ''
 if ARGV[2] then
-  origin, watch, target, token, indexed = unpack(args(5, ARGV[2]))
+  origin, trace, watch, target, token, indexed = unpack(args(6, ARGV[2]))
 end
 
 local function decide(job, now)
@@ -90,6 +90,7 @@ local new = {
   [CREATED_AT] = created, [UPDATED_AT] = us(now), [FINISHED_AT] = false,
   [RETAIN_UNTIL] = false, [OUTPUTS] = false, [ORIGIN] = origin ~= '' and origin,
   [WATCHERS] = job and job[WATCHERS] or false, [NOTICES] = job and job[NOTICES] or false,
+  [TRACE] = trace ~= '' and trace,
 }
 if watch ~= '' then
   new[WATCHERS] = outbox().add_watch(new[WATCHERS], watch, target)
@@ -104,6 +105,10 @@ local history = {
 if origin ~= '' then -- the attempt's entry keeps what it answered
   table.insert(history, prefix .. 'origin')
   table.insert(history, origin)
+end
+if trace ~= '' then -- and the span it ran in
+  table.insert(history, prefix .. 'trace')
+  table.insert(history, trace)
 end
 if job and job[STATE] == 'processing' then
   -- The previous owner's lease ran out. While a job is processing its owner's attempt is

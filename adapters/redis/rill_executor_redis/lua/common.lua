@@ -16,11 +16,11 @@
 local FIELDS = {
   'ns', 'key', 'state', 'fence', 'owner', 'claimed_at', 'lease_until', 'fp', 'rv',
   'result', 'error', 'retryable', 'created_at', 'updated_at', 'finished_at', 'retain_until',
-  'outputs', 'origin', 'watchers', 'notices',
+  'outputs', 'origin', 'watchers', 'notices', 'trace',
 }
 local NS, KEY, STATE, FENCE, OWNER, CLAIMED_AT, LEASE_UNTIL, FP, RV, RESULT, ERROR,
   RETRYABLE, CREATED_AT, UPDATED_AT, FINISHED_AT, RETAIN_UNTIL, OUTPUTS, ORIGIN, WATCHERS,
-  NOTICES = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20
+  NOTICES, TRACE = 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21
 
 -- The `n` arguments packed in ARGV[1] (or in `packed`); any other number is refused.
 local function args(n, packed)
