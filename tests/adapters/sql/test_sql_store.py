@@ -211,7 +211,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4, 5, 6]
+    assert store.upgrade() == [2, 3, 4, 5, 6, 7]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -224,6 +224,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     ledger = Ledger(store, namespace="old")
     replay = ledger.claim("k", watch=Watch("task", {"url": "u"}))
     assert isinstance(replay, Replay) and replay.result() == "kept"
+    assert replay.trace is None  # a job from before the trace column ran untraced
     (notice,) = ledger.lease_notices(owner="d", lease=30)  # the outbox columns work on it
     assert notice.key == "k" and notice.result == "kept"
     assert ledger.settle_notice(notice, "delivered", "ok")
@@ -234,8 +235,14 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     with store.engine.begin() as conn:  # the old job's retention ran out
         conn.execute(text("UPDATE rill_jobs SET retain_until = 0 WHERE job_key = 'k'"))
     assert ledger.purge(dangling_after=0).purged == 1  # and purging, fences kept
-    taken = ledger.claim("k")
+    traced = "00-" + "e5" * 16 + "-" + "f6" * 8 + "-01"
+    taken = ledger.claim("k", trace=traced)
     assert isinstance(taken, Claim) and taken.fence == 2
+    taken.commit("again")  # and the trace column, in the row and the history entry
+    again_replay = ledger.claim("k")
+    assert isinstance(again_replay, Replay) and again_replay.trace == traced
+    status = ledger.status("k")
+    assert status is not None and [a.trace for a in status.attempts] == [traced]
     store.close()
 
 
