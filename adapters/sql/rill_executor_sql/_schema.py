@@ -95,7 +95,15 @@ jobs = Table(
     Column("notice_due", BigInteger, **_V4),  # notice_due(notices): None when none pending
     Column("events", _json_array, nullable=False, server_default="[]", **_V5),
     Column("trace", String(128), **_V7),  # W3C traceparent of the running attempt's span
-    Index("ix_rill_jobs_notice_due", "namespace", "notice_due"),
+    # Only rows with a pending notice (PostgreSQL, SQLite; MariaDB has no partial index):
+    # a claim inserts no entry, and a commit without watchers changes none.
+    Index(
+        "ix_rill_jobs_notice_due",
+        "namespace",
+        "notice_due",
+        postgresql_where=text("notice_due IS NOT NULL"),
+        sqlite_where=text("notice_due IS NOT NULL"),
+    ),
     # namespace and job_id never change: the index costs the hot-path updates nothing.
     Index("ix_rill_jobs_namespace", "namespace", "job_id", info={"since": 6}),
     **_mysql,
@@ -171,8 +179,13 @@ def _v6_purge(conn: Connection) -> None:
 
 
 def _v7_trace(conn: Connection) -> None:
-    """Version 7: the trace context (W3C traceparent) of the running attempt's span."""
+    """Version 7: the trace context (W3C traceparent) of the running attempt's span, and
+    the notice index for pending notices only where the database has partial indexes."""
     conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN trace VARCHAR(128)"))
+    if conn.dialect.name in ("postgresql", "sqlite"):
+        (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_notice_due")
+        index.drop(conn)
+        index.create(conn)
 
 
 def read_store_id(conn: Connection) -> str | None:

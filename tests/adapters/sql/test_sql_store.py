@@ -162,6 +162,34 @@ def _indexes(conn: Any, table: str) -> set[str | None]:
     return {i["name"] for i in inspect(conn).get_indexes(table)}
 
 
+def _notice_index_is_partial(conn: Any) -> bool:
+    """Whether ``ix_rill_jobs_notice_due`` holds only rows with a pending notice."""
+    if conn.dialect.name == "postgresql":
+        found = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_rill_jobs_notice_due'"
+    elif conn.dialect.name == "sqlite":
+        found = "SELECT sql FROM sqlite_master WHERE name = 'ix_rill_jobs_notice_due'"
+    else:
+        return False  # MariaDB has no partial indexes
+    definition = conn.execute(text(found)).scalar_one()
+    return "WHERE" in definition and "notice_due IS NOT NULL" in definition
+
+
+@pytest.mark.parametrize("family", ["sqlite", "postgres"])
+def test_the_notice_index_holds_pending_notices_only_and_still_finds_them(
+    family: str, request: pytest.FixtureRequest
+) -> None:
+    store = SqlStore(request.getfixturevalue(f"{family}_url"))
+    with store.engine.connect() as conn:
+        assert _notice_index_is_partial(conn)
+    ledger = Ledger(store, namespace=f"ix{uuid.uuid4().hex[:8]}")
+    claim = ledger.claim("k", watch=Watch("task", {"url": "u"}))
+    assert isinstance(claim, Claim)
+    claim.commit(1)
+    (notice,) = ledger.lease_notices(owner="d", lease=30)  # found through the index
+    assert notice.key == "k"
+    store.close()
+
+
 @pytest.fixture
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A new, empty database: a SQLite file, or one on the PostgreSQL or MariaDB server."""
@@ -223,6 +251,8 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         indexes = _indexes(conn, "rill_jobs")
     assert reflected == {c.name: c.nullable for c in jobs.columns}
     assert indexes == {i.name for i in jobs.indexes}
+    with store.engine.connect() as conn:
+        assert _notice_index_is_partial(conn) == (conn.dialect.name != "mysql")
     ledger = Ledger(store, namespace="old")
     replay = ledger.claim("k", watch=Watch("task", {"url": "u"}))
     assert isinstance(replay, Replay) and replay.result() == "kept"
