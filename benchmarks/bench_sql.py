@@ -10,6 +10,8 @@ For each store it times, through the public API (``Ledger(SqlStore(url), ...)``)
 * commit  -- ``claim.commit(small_result)``
 * fresh   -- claim + commit of one new key (attempt history included)
 * replay  -- ``ledger.claim(committed_key)`` answering a ``Replay``, then ``.result()``
+* decorated fresh / replay -- the same through an ``@ledger.idempotent`` handler (default
+  heartbeat) called with a new key, then with a committed one
 
 and, through the SAME SQLAlchemy engine and pool (``store.engine``), the floors — on
 Postgres sent like the store's own statements, as driver-level SQL on a pooled DBAPI cursor;
@@ -24,6 +26,15 @@ on SQLite through SQLAlchemy like the store's transactions:
                                    BEGIN IMMEDIATE ... COMMIT, exactly as the store runs
                                    its write operations.
 
+PostgreSQL also has the hand-written floor: what a user could write with psycopg alone, on
+its own autocommit connection (no pool, no SQLAlchemy, no ledger), every statement prepared
+(``prepare=True``), on ``bench_job``, a job-shaped table with a ``jsonb`` history column:
+
+* psycopg claim   -- ``INSERT … ON CONFLICT (job_id) DO NOTHING RETURNING`` of a new job row
+* psycopg commit  -- ``UPDATE … SET state, result, history || entry WHERE job_id AND fence
+                     AND owner AND lease_until > now() RETURNING``
+* psycopg read    -- a primary-key ``SELECT`` of the row (what a replay reads)
+
 Measured operations and floors run interleaved in batches (rotating order each round), after
 a warm-up, so machine noise and drift fall on both sides. Round trips are counted in a
 separate pass with a ``before_cursor_execute`` listener (plus explicit COMMITs, which
@@ -33,12 +44,16 @@ costs nothing in the timed runs.
 Targets (from the issue; informational, the script always exits 0):
     fresh  (claim + commit)  <= 1.15 x floor pair (INSERT ON CONFLICT + UPDATE)
     replay                   <= 1.30 x SELECT 1
+    PostgreSQL, against the hand-written psycopg floor:
+    fresh, decorated (and explicit, for the store alone)  <= 1.15 x psycopg claim + commit
+    replay, decorated (and explicit)                      <= 1.25 x psycopg read
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import platform
 import re
@@ -47,6 +62,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +79,9 @@ DEFAULT_POSTGRES_URL = os.environ.get(
 )
 FRESH_TARGET = 1.15
 REPLAY_TARGET = 1.30
+PSYCOPG_FRESH_TARGET = 1.15
+PSYCOPG_REPLAY_TARGET = 1.25
+PF, PR = PSYCOPG_FRESH_TARGET, PSYCOPG_REPLAY_TARGET
 RESULT = {"ok": True, "output": "s3://bucket/out/video-A/segment-1/h264-v2.mp4", "bytes": 1048576}
 
 _FLOOR_DDL = (
@@ -81,6 +100,36 @@ _PG_FLOOR = {
     _FLOOR_UPDATE: "UPDATE bench_floor SET state = 'y', v = %(v)s"
     " WHERE id = %(id)s AND state = 'x'",
 }
+
+
+# The hand-written psycopg floor (PostgreSQL): a job-shaped row with a jsonb history column,
+# claimed and committed the way a user would write it by hand.
+_JOB_DDL = """CREATE TABLE IF NOT EXISTS bench_job (
+    job_id varchar(64) PRIMARY KEY, namespace varchar(64) NOT NULL,
+    job_key varchar(512) NOT NULL, state varchar(16) NOT NULL, fence bigint NOT NULL,
+    owner_attempt varchar(128), claimed_at bigint, lease_until bigint,
+    fingerprint varchar(64) NOT NULL, result text, created_at bigint NOT NULL,
+    updated_at bigint NOT NULL, finished_at bigint, retain_until bigint,
+    attempts jsonb NOT NULL DEFAULT '[]')"""
+_NOW_US = "(extract(epoch FROM now()) * 1000000)::bigint"
+_JOB_CLAIM = f"""INSERT INTO bench_job (job_id, namespace, job_key, state, fence,
+    owner_attempt, claimed_at, lease_until, fingerprint, created_at, updated_at)
+    VALUES (%(id)s, %(ns)s, %(key)s, 'processing', 1, %(attempt)s, {_NOW_US},
+    {_NOW_US} + %(lease)s, %(fp)s, {_NOW_US}, {_NOW_US})
+    ON CONFLICT (job_id) DO NOTHING
+    RETURNING fence, claimed_at"""
+_JOB_COMMIT = f"""UPDATE bench_job SET state = 'succeeded', result = %(result)s,
+    lease_until = NULL, updated_at = {_NOW_US}, finished_at = {_NOW_US},
+    retain_until = {_NOW_US} + %(retention)s,
+    attempts = attempts || jsonb_build_array(jsonb_build_object('fence', fence,
+        'attempt_id', owner_attempt, 'started_at', claimed_at, 'ended_at', {_NOW_US},
+        'outcome', 'succeeded'))
+    WHERE job_id = %(id)s AND fence = %(fence)s AND owner_attempt = %(attempt)s
+      AND lease_until > {_NOW_US}
+    RETURNING fence"""
+_JOB_READ = """SELECT job_id, namespace, job_key, state, fence, owner_attempt, claimed_at,
+    lease_until, fingerprint, result, created_at, updated_at, finished_at, retain_until
+    FROM bench_job WHERE job_id = %(id)s"""
 
 
 # -- measurement helpers ------------------------------------------------------------------
@@ -220,6 +269,13 @@ class Bench:
         self.sqlite = self.store.dialect.family == "sqlite"
         self.namespace = f"bench-{self.run_id}"
         self.ledger = Ledger(self.store, namespace=self.namespace, lease=30)
+
+        def handler(key: str) -> dict[str, Any]:
+            return RESULT
+
+        self.decorated = self.ledger.idempotent(key=lambda key: key, name="bench")(handler)
+        self.pg: Any = None if self.sqlite else _psycopg_connection(self.engine)
+        self.decorated_keys: list[str] = []
         with self.engine.connect() as conn:
             if self.sqlite:
                 conn.exec_driver_sql(_FLOOR_DDL)
@@ -229,6 +285,7 @@ class Bench:
                 conn.execute(text("TRUNCATE bench_floor"))
             conn.commit()
         self.replay_keys: list[str] = []
+        self.job_keys: list[str] = []
 
     # ---- the operations; each returns nothing and records its own samples ----------------
 
@@ -265,6 +322,79 @@ class Bench:
         if record:
             self.samples.add("replay_claim", t1 - t0)
             self.samples.add("replay", t2 - t0)
+
+    def op_decorated(self, record: bool = True) -> None:
+        key = self._key("decorated")
+        t0 = time.perf_counter_ns()
+        value = self.decorated(key)
+        t1 = time.perf_counter_ns()
+        if value != RESULT:
+            raise RuntimeError(f"decorated call of {key!r} returned {value!r}")
+        if record:
+            self.samples.add("decorated", t1 - t0)
+
+    def op_decorated_replay(self, record: bool = True) -> None:
+        key = self.decorated_keys[self.seq % len(self.decorated_keys)]
+        self.seq += 1
+        t0 = time.perf_counter_ns()
+        value = self.decorated(key)
+        t1 = time.perf_counter_ns()
+        if value != RESULT:
+            raise RuntimeError(f"decorated replay of {key!r} returned {value!r}")
+        if record:
+            self.samples.add("decorated_replay", t1 - t0)
+
+    def op_psycopg_pair(self, record: bool = True) -> None:
+        """The hand-written floor: a claim and a commit with psycopg alone (PostgreSQL)."""
+        key = self._key("job")
+        attempt = uuid.uuid4().hex
+        pc = time.perf_counter_ns
+        t0 = pc()
+        cur = self.pg.execute(
+            _JOB_CLAIM,
+            {
+                "id": key,
+                "ns": self.namespace,
+                "key": key,
+                "attempt": attempt,
+                "lease": 30_000_000,
+                "fp": "f" * 64,
+            },
+            prepare=True,
+        )
+        (fence, _claimed_at) = cur.fetchone()
+        t1 = pc()
+        cur = self.pg.execute(
+            _JOB_COMMIT,
+            {
+                "id": key,
+                "fence": fence,
+                "attempt": attempt,
+                "result": json.dumps(RESULT),
+                "retention": 3_600_000_000,
+            },
+            prepare=True,
+        )
+        if cur.fetchone() is None:
+            raise RuntimeError(f"psycopg floor commit of {key!r} wrote nothing")
+        t2 = pc()
+        if record:
+            self.samples.add("psycopg_claim", t1 - t0)
+            self.samples.add("psycopg_commit", t2 - t1)
+            self.samples.add("psycopg_pair", t2 - t0)
+
+    def op_psycopg_read(self, record: bool = True) -> None:
+        """The hand-written replay floor: a prepared primary-key SELECT, result decoded."""
+        key = self.job_keys[self.seq % len(self.job_keys)]
+        self.seq += 1
+        t0 = time.perf_counter_ns()
+        row = self.pg.execute(_JOB_READ, {"id": key}, prepare=True).fetchone()
+        value = json.loads(row[9])
+        t1 = time.perf_counter_ns()
+        if value != RESULT:
+            raise RuntimeError(f"psycopg floor read of {key!r} answered {row!r}")
+        if record:
+            self.samples.add("psycopg_read", t1 - t0)
 
     def _raw(self, sql: str, params: dict[str, Any] | None) -> None:
         """Postgres: a statement on a pooled DBAPI connection, as the store sends its own."""
@@ -328,8 +458,11 @@ class Bench:
 
     def ops(self) -> list[Callable[..., None]]:
         ops = [self.op_select1, self.op_replay, self.op_pair, self.op_fresh]
+        ops += [self.op_decorated, self.op_decorated_replay]
         if self.sqlite:
             ops.append(self.op_select1_txn)
+        else:
+            ops += [self.op_psycopg_pair, self.op_psycopg_read]
         return ops
 
     def setup_replays(self, count: int = 200) -> None:
@@ -339,6 +472,11 @@ class Bench:
             assert type(claim) is Claim, claim
             claim.commit(RESULT)
             self.replay_keys.append(key)
+            self.decorated(f"dreplay-{i}")
+            self.decorated_keys.append(f"dreplay-{i}")
+            if self.pg is not None:
+                self.op_psycopg_pair(False)
+                self.job_keys.append(f"job-{self.seq}")
 
     def count_round_trips(self, reps: int = 20) -> dict[str, tuple[float, str]]:
         """Statements per operation, with the listener attached (not timed)."""
@@ -406,7 +544,11 @@ class Bench:
                 text("DELETE FROM rill_jobs WHERE namespace = :ns"), {"ns": self.namespace}
             )
             conn.execute(text("DROP TABLE IF EXISTS bench_floor"))
+            if not self.sqlite:
+                conn.execute(text("DROP TABLE IF EXISTS bench_job"))
             conn.commit()
+        if self.pg is not None:
+            self.pg.close()
         self.store.close()
 
     def server_version(self) -> str:
@@ -415,6 +557,17 @@ class Bench:
                 return f"SQLite {conn.execute(text('SELECT sqlite_version()')).scalar_one()}"
             version = str(conn.execute(text("SHOW server_version")).scalar_one())
             return f"PostgreSQL {version.split(maxsplit=1)[0]}"
+
+
+def _psycopg_connection(engine: Engine) -> Any:
+    """The hand-written floor's own connection: psycopg alone, autocommit, a fresh table."""
+    import psycopg
+
+    url = engine.url.set(drivername="postgresql")
+    conn = psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+    conn.execute(_JOB_DDL)
+    conn.execute("TRUNCATE bench_job")
+    return conn
 
 
 def _describe(kinds: list[str], reps: int) -> str:
@@ -439,6 +592,12 @@ ROWS = [
     ("fresh", "fresh = claim + commit"),
     ("replay_claim", "replay: claim only"),
     ("replay", "replay = claim + .result()"),
+    ("decorated", "decorated fresh (@idempotent, new key)"),
+    ("decorated_replay", "decorated replay (@idempotent, committed key)"),
+    ("psycopg_claim", "psycopg floor: INSERT … ON CONFLICT DO NOTHING"),
+    ("psycopg_commit", "psycopg floor: UPDATE … WHERE fence, owner, lease"),
+    ("psycopg_pair", "psycopg floor: claim + commit"),
+    ("psycopg_read", "psycopg floor: primary-key SELECT"),
 ]
 
 
@@ -479,6 +638,16 @@ def report(bench: Bench, trips: dict[str, tuple[float, str]], elapsed: float) ->
     ]
     if bench.sqlite:
         checks.append(("replay / SELECT 1 in write txn (info)", "replay", "select1_txn", None))
+    else:
+        checks += [
+            ("decorated fresh / psycopg claim + commit", "decorated", "psycopg_pair", PF),
+            ("fresh (explicit) / psycopg claim + commit", "fresh", "psycopg_pair", PF),
+            ("claim / psycopg INSERT (info)", "claim", "psycopg_claim", None),
+            ("commit / psycopg UPDATE (info)", "commit", "psycopg_commit", None),
+            ("decorated replay / psycopg read", "decorated_replay", "psycopg_read", PR),
+            ("replay (explicit) / psycopg read", "replay", "psycopg_read", PR),
+            ("psycopg pair / pooled floor pair (info)", "psycopg_pair", "floor_pair", None),
+        ]
     for title, num, den, target in checks:
         r50 = s.stats(num)[0] / s.stats(den)[0]
         r99 = s.stats(num)[1] / s.stats(den)[1]

@@ -44,6 +44,11 @@ class SqlDialect:
         return literal_column(_NOW[self.family])
 
     @property
+    def own_readers(self) -> bool:
+        """Whether reads go through an autocommit engine of their own (MariaDB)."""
+        return self.family == "mysql"
+
+    @property
     def begin_sql(self) -> str | None:
         # SQLite: take the write lock up front, so two writers never deadlock on upgrade.
         return "BEGIN IMMEDIATE" if self.family == "sqlite" else None
@@ -84,6 +89,22 @@ def _check_sqlite(url: URL) -> None:
         )
 
 
+def _reader_args() -> dict[str, Any]:
+    """MariaDB reads (status, listing, ping): autocommit connections of their own pool.
+    A read in the writers' pool opens an implicit transaction that closing the connection
+    ends with a ROLLBACK, a second round trip; an autocommitted read leaves nothing open
+    (its metadata lock ends with the statement) and each read is one statement, as it is
+    under READ COMMITTED in a transaction."""
+    return {
+        "isolation_level": "AUTOCOMMIT",
+        "skip_autocommit_rollback": True,  # SQLAlchemy would still send ROLLBACK at close
+        "pool_reset_on_return": None,
+        "pool_size": 8,
+        "max_overflow": 8,
+        "pool_recycle": 3600,
+    }
+
+
 def _engine_args(family: str) -> dict[str, Any]:
     if family == "postgresql":
         # Each operation is one statement: autocommit spares the BEGIN/COMMIT round trips.
@@ -96,9 +117,12 @@ def _engine_args(family: str) -> dict[str, Any]:
         }
     if family == "mysql":
         # No gap locks: two first claims of one key race on the primary key, and the
-        # loser retries instead of deadlocking.
+        # loser retries instead of deadlocking. Every transaction ends in the store's own
+        # COMMIT or ROLLBACK (a Connection closed inside one rolls it back): the pool's
+        # ROLLBACK on return would be one more round trip for each operation.
         return {
             "isolation_level": "READ COMMITTED",
+            "pool_reset_on_return": None,
             "pool_size": 8,
             "max_overflow": 8,
             "pool_recycle": 3600,
@@ -129,13 +153,14 @@ def _driver_installed(family: str) -> Iterator[None]:
         ) from exc
 
 
-def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
+def make_sync_engine(dialect: SqlDialect, url: URL, *, reads: bool = False) -> Engine:
+    """The store's engine; ``reads``: MariaDB's autocommit engine for reads."""
     if dialect.family == "sqlite":
         _check_sqlite(url)
+    args = _reader_args() if reads else _engine_args(dialect.family)
     with _driver_installed(dialect.family):
         engine = create_engine(
-            _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]),
-            **_engine_args(dialect.family),
+            _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]), **args
         )
     if dialect.family == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
@@ -144,13 +169,13 @@ def make_sync_engine(dialect: SqlDialect, url: URL) -> Engine:
     return engine
 
 
-def make_async_engine(dialect: SqlDialect, url: URL) -> AsyncEngine:
+def make_async_engine(dialect: SqlDialect, url: URL, *, reads: bool = False) -> AsyncEngine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
+    args = _reader_args() if reads else _engine_args(dialect.family)
     with _driver_installed(dialect.family):
         engine = create_async_engine(
-            _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]),
-            **_engine_args(dialect.family),
+            _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]), **args
         )
     if dialect.family == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

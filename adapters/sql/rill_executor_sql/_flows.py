@@ -136,6 +136,7 @@ def job_row(row: Mapping[Any, Any]) -> JobRow:
         retain_until=row["retain_until"],
         outputs=_json_text(row["outputs"]),
         origin=row["origin"],
+        trace=row["trace"],
         watchers=_json_text(row["watchers"]),
         notices=_json_text(row["notices"]),
     )
@@ -168,6 +169,7 @@ def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
         "attempts": attempts,
         "outputs": job.outputs,
         "origin": job.origin,
+        "trace": job.trace,
         **_outbox(job),
     }
 
@@ -222,6 +224,7 @@ def _appended(
             "error": None if error is None else json.loads(error),
             "outputs": json.loads(outputs),
             "origin": None if job.origin is None else json.loads(job.origin),
+            "trace": job.trace,
         }
     )
     return json.dumps(entries, separators=(",", ":"))
@@ -241,6 +244,7 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
             error=None if e.get("error") is None else json.dumps(e["error"]),
             outputs=json.dumps(e.get("outputs", [])),
             origin=None if e.get("origin") is None else json.dumps(e["origin"]),
+            trace=e.get("trace"),
         )
         for e in entries
     ]
@@ -254,6 +258,7 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
                 AttemptOutcome.RUNNING,
                 None,
                 origin=job.origin,
+                trace=job.trace,
             )
         )
     return rows
@@ -402,6 +407,7 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "fingerprint": request.fingerprint,
         "result_version": request.result_version,
         "origin": request.origin,
+        "trace": request.trace,
     }
     for _ in range(_MAX_RACES):
         answer = _answer((yield _raw("claim"), params))

@@ -17,18 +17,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 __all__ = ["LoopEndDisposal"]
 
 
-async def _dispose_at_loop_end(engine: AsyncEngine) -> AsyncGenerator[None, None]:
+async def _dispose_at_loop_end(*engines: AsyncEngine) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:
+        await _dispose(engines)
+
+
+async def _dispose(engines: tuple[AsyncEngine, ...]) -> None:
+    for engine in engines:
         await engine.dispose()
 
 
 class LoopEndDisposal:
-    """``arm`` on each use (cheap once armed); ``close`` disposes the engine now."""
+    """``arm`` on each use (cheap once armed); ``close`` disposes the engines now."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
+    def __init__(self, *engines: AsyncEngine) -> None:
+        self._engines = engines
         self._loop: asyncio.AbstractEventLoop | None = None
         self._guard: AsyncGenerator[None, None] | None = None
 
@@ -36,12 +41,12 @@ class LoopEndDisposal:
         loop = asyncio.get_running_loop()
         if self._loop is loop:
             return
-        self._loop, self._guard = loop, _dispose_at_loop_end(self._engine)
+        self._loop, self._guard = loop, _dispose_at_loop_end(*self._engines)
         await anext(self._guard)  # now the running loop tracks it
 
     async def close(self) -> None:
         guard, self._loop, self._guard = self._guard, None, None
         if guard is None:
-            await self._engine.dispose()
+            await _dispose(self._engines)
         else:
             await guard.aclose()

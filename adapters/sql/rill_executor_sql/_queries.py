@@ -16,6 +16,8 @@ from ._schema import JSON_COLUMNS, jobs
 __all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "PURGE_COLUMNS", "STATUS_COLUMNS", "named"]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
+_COMMENT = re.compile(r"--[^\n]*")  # the .sql files quote no '--' inside a string
+_SPACE = re.compile(r"\s+")
 # The history and the event log are read by status alone.
 JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name not in ("attempts", "events"))
 # JSON columns come back as text: the ledger passes them on as JSON text anyway.
@@ -34,9 +36,15 @@ def _load(family: str) -> dict[str, str]:
     source = files(__package__).joinpath("queries", f"{family}.sql").read_text("utf-8")
     parts = _BLOCK.split(source)[1:]
     return {
-        name: body.strip().replace("{columns}", _COLUMNS)
+        name: _compact(body).replace("{columns}", _COLUMNS)
         for name, body in zip(parts[::2], parts[1::2], strict=True)
     }
+
+
+def _compact(body: str) -> str:
+    """The statement without comments and runs of blanks: psycopg caches its parse of a
+    statement only up to 4096 characters, and the claim would otherwise be longer."""
+    return _SPACE.sub(" ", _COMMENT.sub("", body)).strip()
 
 
 def named(family: str, name: str) -> str:

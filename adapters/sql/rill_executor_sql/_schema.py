@@ -7,7 +7,8 @@ A job's attempt history is a JSON array in its row, one entry appended when an a
 (``events``, e.g. refused completion tokens) is another JSON array, read only by status.
 The outbox lives in the job row too: ``watchers`` (JSON object) and ``notices`` (JSON array),
 with ``notice_due`` (when its earliest pending notice may be leased) indexed per namespace so
-that deliverers find due notices without a scan.
+that deliverers find due notices without a scan. ``origin`` and ``trace`` (a W3C traceparent)
+belong to the running attempt and move into its history entry when it ends.
 Purging a record past retention deletes its row and leaves its last fence in ``rill_fences``
 until ``keep_until`` (one retention later), so the next claim of the key continues from it;
 ``ix_rill_jobs_namespace`` walks a namespace in job id order, as purge and listing do.
@@ -59,6 +60,7 @@ JSON_COLUMNS = frozenset({"attempts", "outputs", "watchers", "notices", "events"
 _V2: dict[str, Any] = {"info": {"since": 2}}  # columns a version 1 table lacks
 _V4: dict[str, Any] = {"info": {"since": 4}}
 _V5: dict[str, Any] = {"info": {"since": 5}}
+_V7: dict[str, Any] = {"info": {"since": 7}}
 _mysql: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -92,7 +94,16 @@ jobs = Table(
     Column("notices", _json_array, nullable=False, server_default="[]", **_V4),
     Column("notice_due", BigInteger, **_V4),  # notice_due(notices): None when none pending
     Column("events", _json_array, nullable=False, server_default="[]", **_V5),
-    Index("ix_rill_jobs_notice_due", "namespace", "notice_due"),
+    Column("trace", String(128), **_V7),  # W3C traceparent of the running attempt's span
+    # Only rows with a pending notice (PostgreSQL, SQLite; MariaDB has no partial index):
+    # a claim inserts no entry, and a commit without watchers changes none.
+    Index(
+        "ix_rill_jobs_notice_due",
+        "namespace",
+        "notice_due",
+        postgresql_where=text("notice_due IS NOT NULL"),
+        sqlite_where=text("notice_due IS NOT NULL"),
+    ),
     # namespace and job_id never change: the index costs the hot-path updates nothing.
     Index("ix_rill_jobs_namespace", "namespace", "job_id", info={"since": 6}),
     **_mysql,
@@ -167,6 +178,16 @@ def _v6_purge(conn: Connection) -> None:
     index.create(conn)
 
 
+def _v7_trace(conn: Connection) -> None:
+    """Version 7: the trace context (W3C traceparent) of the running attempt's span, and
+    the notice index for pending notices only where the database has partial indexes."""
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN trace VARCHAR(128)"))
+    if conn.dialect.name in ("postgresql", "sqlite"):
+        (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_notice_due")
+        index.drop(conn)
+        index.create(conn)
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -183,8 +204,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _v4_outbox,
     5: _v5_events,
     6: _v6_purge,
+    7: _v7_trace,
 }
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def create_v1(conn: Connection, now_us: int) -> None:

@@ -161,6 +161,9 @@ class SqlStore:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
+        self._reads = self.engine
+        if self.dialect.own_readers:
+            self._reads = make_sync_engine(self.dialect, parsed, reads=True)
         self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
@@ -174,7 +177,7 @@ class SqlStore:
                 if problem:
                     raise problem
         except BaseException:
-            self.engine.dispose()
+            self.close()
             raise
 
     def store_id(self) -> str:
@@ -204,9 +207,10 @@ class SqlStore:
                 if isinstance(step[0], _flows.Raw):
                     with wrap_errors(self._where):
                         return _drive_raw(self.engine, flow, step)
-                with wrap_errors(self._where), self.engine.connect() as conn:
-                    if not write:
+                if not write:
+                    with wrap_errors(self._where), self._reads.connect() as conn:
                         return _drive(conn, flow, step)
+                with wrap_errors(self._where), self.engine.connect() as conn:
                     if self.dialect.server_side:
                         conn.execution_options(isolation_level=_TX_ISOLATION)
                     if self.dialect.begin_sql:
@@ -264,6 +268,7 @@ class SqlStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        self._reads.dispose()
 
 
 class AsyncSqlStore:
@@ -274,10 +279,14 @@ class AsyncSqlStore:
         self.dialect, parsed = dialect_of(url)
         self._where = _describe(self.dialect, parsed)
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
+        self._reads = self.engine
+        if self.dialect.own_readers:
+            self._reads = make_async_engine(self.dialect, parsed, reads=True)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None
-        self._disposal = LoopEndDisposal(self.engine)
+        readers = () if self._reads is self.engine else (self._reads,)
+        self._disposal = LoopEndDisposal(self.engine, *readers)
 
     async def _ensure_ready(self) -> None:
         await self._disposal.arm()  # left open, the store still closes with its event loop
@@ -322,9 +331,10 @@ class AsyncSqlStore:
                 with wrap_errors(self._where):
                     if isinstance(step[0], _flows.Raw):
                         return await _drive_raw_async(self.engine, flow, step)
-                    async with self.engine.connect() as conn:
-                        if not write:
+                    if not write:
+                        async with self._reads.connect() as conn:
                             return await _drive_async(conn, flow, step)
+                    async with self.engine.connect() as conn:
                         if self.dialect.server_side:
                             await conn.execution_options(isolation_level=_TX_ISOLATION)
                         if self.dialect.begin_sql:

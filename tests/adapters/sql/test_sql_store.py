@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,11 @@ def url(request: pytest.FixtureRequest) -> str:
 def _statements(store: SqlStore) -> list[str]:
     seen: list[str] = []
 
-    @event.listens_for(store.engine, "before_cursor_execute")
     def record(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
         seen.append(statement.split()[0].upper())
 
+    for engine in {store.engine, store._reads}:  # MariaDB reads have an engine of their own
+        event.listen(engine, "before_cursor_execute", record)
     return seen
 
 
@@ -160,6 +162,34 @@ def _indexes(conn: Any, table: str) -> set[str | None]:
     return {i["name"] for i in inspect(conn).get_indexes(table)}
 
 
+def _notice_index_is_partial(conn: Any) -> bool:
+    """Whether ``ix_rill_jobs_notice_due`` holds only rows with a pending notice."""
+    if conn.dialect.name == "postgresql":
+        found = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_rill_jobs_notice_due'"
+    elif conn.dialect.name == "sqlite":
+        found = "SELECT sql FROM sqlite_master WHERE name = 'ix_rill_jobs_notice_due'"
+    else:
+        return False  # MariaDB has no partial indexes
+    definition = conn.execute(text(found)).scalar_one()
+    return "WHERE" in definition and "notice_due IS NOT NULL" in definition
+
+
+@pytest.mark.parametrize("family", ["sqlite", "postgres"])
+def test_the_notice_index_holds_pending_notices_only_and_still_finds_them(
+    family: str, request: pytest.FixtureRequest
+) -> None:
+    store = SqlStore(request.getfixturevalue(f"{family}_url"))
+    with store.engine.connect() as conn:
+        assert _notice_index_is_partial(conn)
+    ledger = Ledger(store, namespace=f"ix{uuid.uuid4().hex[:8]}")
+    claim = ledger.claim("k", watch=Watch("task", {"url": "u"}))
+    assert isinstance(claim, Claim)
+    claim.commit(1)
+    (notice,) = ledger.lease_notices(owner="d", lease=30)  # found through the index
+    assert notice.key == "k"
+    store.close()
+
+
 @pytest.fixture
 def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A new, empty database: a SQLite file, or one on the PostgreSQL or MariaDB server."""
@@ -211,7 +241,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4, 5, 6]
+    assert store.upgrade() == [2, 3, 4, 5, 6, 7]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -221,9 +251,12 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         indexes = _indexes(conn, "rill_jobs")
     assert reflected == {c.name: c.nullable for c in jobs.columns}
     assert indexes == {i.name for i in jobs.indexes}
+    with store.engine.connect() as conn:
+        assert _notice_index_is_partial(conn) == (conn.dialect.name != "mysql")
     ledger = Ledger(store, namespace="old")
     replay = ledger.claim("k", watch=Watch("task", {"url": "u"}))
     assert isinstance(replay, Replay) and replay.result() == "kept"
+    assert replay.trace is None  # a job from before the trace column ran untraced
     (notice,) = ledger.lease_notices(owner="d", lease=30)  # the outbox columns work on it
     assert notice.key == "k" and notice.result == "kept"
     assert ledger.settle_notice(notice, "delivered", "ok")
@@ -234,8 +267,14 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     with store.engine.begin() as conn:  # the old job's retention ran out
         conn.execute(text("UPDATE rill_jobs SET retain_until = 0 WHERE job_key = 'k'"))
     assert ledger.purge(dangling_after=0).purged == 1  # and purging, fences kept
-    taken = ledger.claim("k")
+    traced = "00-" + "e5" * 16 + "-" + "f6" * 8 + "-01"
+    taken = ledger.claim("k", trace=traced)
     assert isinstance(taken, Claim) and taken.fence == 2
+    taken.commit("again")  # and the trace column, in the row and the history entry
+    again_replay = ledger.claim("k")
+    assert isinstance(again_replay, Replay) and again_replay.trace == traced
+    status = ledger.status("k")
+    assert status is not None and [a.trace for a in status.attempts] == [traced]
     store.close()
 
 
@@ -247,4 +286,58 @@ def test_an_unreachable_server_is_store_unavailable() -> None:
 def test_sqlite_files_get_their_schema_on_first_use(tmp_path: object) -> None:
     store = SqlStore(f"sqlite:///{tmp_path}/fresh.db")
     assert Ledger(store, namespace="n").status("k") is None
+    store.close()
+
+
+def _session_counters(engine: Any) -> Callable[[], Counter[str]]:
+    """The server's own statement counters (``Com_*``) of the pool's one connection.
+
+    The connection is read idle in the pool, between operations, so reading it sends nothing
+    the counted statements include; the counters are the session's, not another client's.
+    """
+    raw = engine.raw_connection()
+    dbapi = raw.dbapi_connection
+    raw.close()
+    assert engine.pool.checkedin() == 1  # every operation goes through this one connection
+
+    def read() -> Counter[str]:
+        cursor = dbapi.cursor()
+        cursor.execute("SHOW SESSION STATUS LIKE 'Com_%'")
+        found = Counter({n: int(v) for n, v in cursor.fetchall() if str(v).isdigit()})
+        cursor.close()
+        return found
+
+    return read
+
+
+def _per_operation(
+    counters: Callable[[], Counter[str]], run: Callable[[], object]
+) -> dict[str, float]:
+    before = counters()
+    for _ in range(10):
+        run()
+    after = counters()
+    after.subtract(before)
+    return {name: n / 10 for name, n in after.items() if n and name != "Com_show_status"}
+
+
+def test_mariadb_reads_are_one_statement_and_writes_end_with_their_commit(
+    mariadb_url: str,
+) -> None:
+    store = SqlStore(mariadb_url)
+    ledger = Ledger(store, namespace=f"rt{uuid.uuid4().hex[:8]}")
+    done = ledger.claim("done")
+    assert isinstance(done, Claim)
+    done.commit(1)
+    assert ledger.status("done") is not None  # one connection in each pool
+    reads = _session_counters(store._reads)
+    assert _per_operation(reads, lambda: ledger.status("done")) == {"Com_select": 1}
+    assert _per_operation(reads, store.ping) == {"Com_select": 1}
+    writes = _session_counters(store.engine)
+    replay = _per_operation(writes, lambda: ledger.claim("done"))
+    assert replay == {"Com_select": 1, "Com_commit": 1}  # the locked read, then its end
+    keys = iter(range(10))
+    fresh = _per_operation(writes, lambda: ledger.claim(f"new{next(keys)}"))
+    # the locked job row, the fence a purged record of the key may have left, the new row
+    assert fresh == {"Com_select": 2, "Com_insert": 1, "Com_commit": 1}
     store.close()

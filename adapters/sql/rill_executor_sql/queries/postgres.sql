@@ -18,7 +18,7 @@ WITH clock AS (
     INSERT INTO rill_jobs AS j (
         job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
         fingerprint, result_version, result, error, retryable, created_at, updated_at,
-        finished_at, retain_until, attempts, outputs, origin)
+        finished_at, retain_until, attempts, outputs, origin, trace)
     SELECT CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar), CAST(%(job_key)s AS varchar), 'processing',
         -- a first claim continues from the fence a purged record left (rill_fences); cur's
         -- fence counts when a purge deleted the row after this statement's snapshot
@@ -28,7 +28,7 @@ WITH clock AS (
         CAST(%(attempt_id)s AS varchar),
         clock.now_us, clock.now_us + CAST(%(lease_us)s AS bigint), CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
         NULL, NULL, NULL, clock.now_us, clock.now_us, NULL, NULL, '[]'::jsonb, '[]'::jsonb,
-        CAST(%(origin)s AS text)
+        CAST(%(origin)s AS text), CAST(%(trace)s AS varchar)
     FROM clock
     WHERE NOT EXISTS (SELECT 1 FROM cur)
        OR EXISTS (
@@ -44,12 +44,12 @@ WITH clock AS (
         fingerprint = EXCLUDED.fingerprint, result_version = EXCLUDED.result_version,
         result = NULL, error = NULL, retryable = NULL, updated_at = EXCLUDED.updated_at,
         finished_at = NULL, retain_until = NULL, outputs = '[]'::jsonb,
-        origin = EXCLUDED.origin,
+        origin = EXCLUDED.origin, trace = EXCLUDED.trace,
         attempts = CASE WHEN j.state = 'processing' THEN j.attempts || jsonb_build_array(
             jsonb_build_object('fence', j.fence, 'attempt_id', j.owner_attempt,
                                'started_at', j.claimed_at, 'ended_at', EXCLUDED.claimed_at,
                                'outcome', 'expired', 'error', NULL,
-                               'origin', CAST(j.origin AS jsonb),
+                               'origin', CAST(j.origin AS jsonb), 'trace', j.trace,
                                'outputs', (SELECT coalesce(jsonb_agg(
                                    o || '{"committed": false}'::jsonb), '[]'::jsonb)
                                    FROM jsonb_array_elements(j.outputs) o)))
@@ -114,6 +114,7 @@ WITH clock AS (
             'fence', j.fence, 'attempt_id', j.owner_attempt, 'started_at', j.claimed_at,
             'ended_at', clock.now_us, 'outcome', CAST(%(outcome)s AS text),
             'error', CAST(%(error)s AS jsonb), 'origin', CAST(j.origin AS jsonb),
+            'trace', j.trace,
             'outputs', (SELECT coalesce(jsonb_agg(o), '[]'::jsonb) FROM (
                 SELECT c || '{"committed": true}'::jsonb AS o
                 FROM jsonb_array_elements(CAST(%(outputs)s AS jsonb)) c
