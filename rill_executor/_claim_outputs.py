@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from . import _telemetry as telemetry
 from ._errors import ConfigError, UsageError
 from ._keys import attempt_object_key, validate_output_name, validate_store_id
 from ._outputs import OutputData, OutputStore, StoredObject
@@ -78,6 +79,7 @@ def _put(store: OutputStore, key: str, data: OutputData) -> StoredObject:
 class ClaimOutputs(_OutputsBase):
     def __init__(self, claim: Claim, store: OutputStore | None) -> None:
         super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
+        self._claim = claim
         self._register: Callable[[str], None] = claim._register_output
         self._store_id: Callable[[], str] = claim._store.store_id
 
@@ -85,8 +87,10 @@ class ClaimOutputs(_OutputsBase):
         """Register, then write ``data`` as output ``name``; raises ``StaleAttempt`` (and
         writes nothing) if this attempt no longer owns the job."""
         store, key, intent = self._intent(name, self._store_id())
-        self._register(intent)
-        stored = _put(store, key, data)
+        with telemetry.output_put(self._claim, name) as span:
+            self._register(intent)
+            stored = _put(store, key, data)
+            telemetry.output_written(span, stored.size)
         return self._written(name, key, stored)
 
 
@@ -97,6 +101,8 @@ class AsyncClaimOutputs(_OutputsBase):
 
     async def put(self, name: str, data: OutputData) -> OutputRef:
         store, key, intent = self._intent(name, await self._claim._store.store_id())
-        await self._claim._register_output(intent)
-        stored = await asyncio.to_thread(_put, store, key, data)
+        with telemetry.output_put(self._claim, name) as span:
+            await self._claim._register_output(intent)
+            stored = await asyncio.to_thread(_put, store, key, data)
+            telemetry.output_written(span, stored.size)
         return self._written(name, key, stored)

@@ -479,23 +479,32 @@ class Ledger(_LedgerBase[Store]):
             self._output_store(),
             timedelta(microseconds=to_us(grace, "grace", zero=True)),
         )
-        listed = list(outputs.list(f"{self.namespace}/"))
-        jobs, found = self._sorted(self.store.store_id(), listed)
-        for job_id, objects in jobs.items():
-            status = self._core.status(self.store.status(job_id))
-            audit = self._audit(self.store.store_id(), job_id, status, objects)
-            for entry in self._collect(audit, wait, found):
-                outputs.delete(entry.key)
-        return found.report(len(jobs))
+        with telemetry.orphans_span(self.namespace) as span:
+            listed = list(outputs.list(f"{self.namespace}/"))
+            jobs, found = self._sorted(self.store.store_id(), listed)
+            for job_id, objects in jobs.items():
+                status = self._core.status(self.store.status(job_id))
+                audit = self._audit(self.store.store_id(), job_id, status, objects)
+                for entry in self._collect(audit, wait, found):
+                    outputs.delete(entry.key)
+            report = found.report(len(jobs))
+            telemetry.collected(span, report)
+            return report
 
     def verify(self, ref: OutputRef) -> None:
         """Read the object behind ``ref``; ``ChecksumMismatch`` if it is not what was written."""
-        verify_ref(self._output_store(), ref)
+        outputs = self._output_store()
+        with telemetry.output_span("verify", self.namespace, ref.name):
+            verify_ref(outputs, ref)
 
     def publish(self, key: str) -> list[OutputRef]:
         """Copy the committed outputs of ``key`` to their canonical keys (write-once)."""
         outputs, status = self._output_store(), _committed(key, self.status(key))
-        return [publish_ref(outputs, status, ref) for ref in status.outputs]
+        return [self._publish(outputs, status, ref) for ref in status.outputs]
+
+    def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
+        with telemetry.output_span("publish", self.namespace, ref.name):
+            return publish_ref(outputs, status, ref)
 
     def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(spec.fn):
@@ -705,23 +714,31 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             self._output_store(),
             timedelta(microseconds=to_us(grace, "grace", zero=True)),
         )
-        listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
-        store_id = await self.store.store_id()
-        jobs, found = self._sorted(store_id, listed)
-        for job_id, objects in jobs.items():
-            status = self._core.status(await self.store.status(job_id))
-            for entry in self._collect(self._audit(store_id, job_id, status, objects), wait, found):
-                await asyncio.to_thread(outputs.delete, entry.key)
-        return found.report(len(jobs))
+        with telemetry.orphans_span(self.namespace) as span:
+            listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
+            store_id = await self.store.store_id()
+            jobs, found = self._sorted(store_id, listed)
+            for job_id, objects in jobs.items():
+                status = self._core.status(await self.store.status(job_id))
+                audit = self._audit(store_id, job_id, status, objects)
+                for entry in self._collect(audit, wait, found):
+                    await asyncio.to_thread(outputs.delete, entry.key)
+            report = found.report(len(jobs))
+            telemetry.collected(span, report)
+            return report
 
     async def verify(self, ref: OutputRef) -> None:
-        await asyncio.to_thread(verify_ref, self._output_store(), ref)
+        outputs = self._output_store()
+        with telemetry.output_span("verify", self.namespace, ref.name):
+            await asyncio.to_thread(verify_ref, outputs, ref)
 
     async def publish(self, key: str) -> list[OutputRef]:
         outputs, status = self._output_store(), _committed(key, await self.status(key))
-        return [
-            await asyncio.to_thread(publish_ref, outputs, status, ref) for ref in status.outputs
-        ]
+        return [await self._publish(outputs, status, ref) for ref in status.outputs]
+
+    async def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
+        with telemetry.output_span("publish", self.namespace, ref.name):
+            return await asyncio.to_thread(publish_ref, outputs, status, ref)
 
     def _accepts(self, fn: Callable[..., Any]) -> None:
         if not inspect.iscoroutinefunction(fn):

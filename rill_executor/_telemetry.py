@@ -328,6 +328,7 @@ class _Off:
 
 
 _OFF = _Off()
+_current = _Scope  # ``with _current(span):`` — the span current for the block, then ended
 
 
 def store_span(operation: str, kind: str, attributes: Mapping[str, Any]) -> _Op | _Off:
@@ -423,3 +424,150 @@ def heartbeat(claim: _ClaimBase) -> Iterator[None]:
 def too_large(namespace: str) -> None:
     if enabled():
         results_too_large.add(1, {"rill.namespace": namespace})
+
+
+# -- outputs, callbacks and the engine's trace ----
+
+# Imported here, with the functions that need them, to leave the section above as it is.
+from urllib.parse import urlsplit  # noqa: E402
+
+from opentelemetry import propagate  # noqa: E402
+
+if TYPE_CHECKING:
+    from ._housekeeping import CollectReport
+
+
+def remote_context(headers: Mapping[str, str]) -> context.Context | None:
+    """The context of the caller's span in W3C ``headers`` (``traceparent``, ``tracestate``),
+    to serve its request under; None when there is nothing to join: no valid caller, or a
+    span already current (the application's HTTP server span, itself the caller's child)."""
+    if trace.get_current_span().get_span_context().is_valid:
+        return None
+    found = propagate.extract(trace_headers(headers), context=context.Context())
+    return found if trace.get_current_span(found).get_span_context().is_valid else None
+
+
+@contextmanager
+def joined(headers: Mapping[str, str]) -> Iterator[None]:
+    """Serve a request as a child of the caller's span (see ``remote_context``)."""
+    found = remote_context(headers)
+    token = None if found is None else context.attach(found)
+    try:
+        yield
+    finally:
+        if token is not None:
+            context.detach(token)
+
+
+def trace_headers(carrier: Mapping[str, Any]) -> dict[str, str]:
+    """The ``traceparent`` / ``tracestate`` in ``carrier`` (headers, a notice's target)."""
+    found = {k: carrier.get(k) for k in ("traceparent", "tracestate")}
+    return {k: v for k, v in found.items() if isinstance(v, str) and v}
+
+
+@contextmanager
+def callback_span(
+    namespace: str, job_id: str, url: str, trace_context: Mapping[str, str]
+) -> Iterator[Span]:
+    """One delivery of a completion callback (``rill.callback``), a child of the span the
+    notice's dispatch came from; ``delivered`` puts the answer on it."""
+    parent = propagate.extract(dict(trace_context), context=context.Context())
+    span = tracer.start_span("rill.callback", context=parent, kind=SpanKind.CLIENT)
+    if span.is_recording():
+        span.set_attributes({"rill.namespace": namespace, "rill.job.id": job_id})
+        if host := urlsplit(url).hostname:
+            span.set_attribute("server.address", host)
+    with _current(span):
+        yield span
+
+
+def callback_headers() -> dict[str, str]:
+    """The current span's trace context as headers: the engine sees the callback's caller."""
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
+
+
+def delivered(
+    span: Span,
+    namespace: str,
+    classification: str,
+    status_code: int | None,
+    error_code: str | None,
+    error: str | None,
+) -> None:
+    """Count a callback's answer, by classification; and put it on its span. ``error`` is
+    the ``error.type`` of a delivery that failed (to be tried again, or dropped)."""
+    callbacks.add(1, {"rill.namespace": namespace, "rill.callback.classification": classification})
+    if not span.is_recording():
+        return
+    span.set_attribute("rill.callback.classification", classification)
+    if status_code is not None:
+        span.set_attribute("http.response.status_code", status_code)
+    if error_code is not None:
+        span.set_attribute("rill.callback.error_code", error_code)
+    if error is not None:
+        span.set_attribute("error.type", error)
+        span.set_status(Status(StatusCode.ERROR, error))
+
+
+@contextmanager
+def output_put(claim: _ClaimBase, name: str) -> Iterator[Span]:
+    """An output written under ``claim`` (``rill.output.put``): its fenced registration, then
+    the object; a registration the fence refused is counted and noted as a commit's is."""
+    span = tracer.start_span("rill.output.put", kind=SpanKind.INTERNAL)
+    if span.is_recording():
+        span.set_attributes(
+            {
+                "rill.namespace": claim.namespace,
+                "rill.job.id": claim.job_id,
+                "rill.attempt.id": claim.attempt_id,
+                "rill.attempt.fence": claim.fence,
+                "rill.output.name": name,
+            }
+        )
+    with _current(span):
+        try:
+            yield span
+        except StaleAttempt as exc:
+            fenced(claim, "output.register", exc, span)
+            raise
+
+
+def output_written(span: Span, size: int) -> None:
+    if span.is_recording():
+        span.set_attributes({"rill.write.outcome": "written", "rill.output.size": size})
+
+
+@contextmanager
+def output_span(operation: str, namespace: str, name: str) -> Iterator[Span]:
+    """A committed output read back (``rill.output.verify``) or copied to its canonical key
+    (``rill.output.publish``)."""
+    span = tracer.start_span(f"rill.output.{operation}", kind=SpanKind.INTERNAL)
+    if span.is_recording():
+        span.set_attributes({"rill.namespace": namespace, "rill.output.name": name})
+    with _current(span):
+        yield span
+
+
+@contextmanager
+def orphans_span(namespace: str) -> Iterator[Span]:
+    """One orphan collection of ``namespace`` (``rill.orphans.collect``); ``collected`` puts
+    what it found on it."""
+    span = tracer.start_span("rill.orphans.collect", kind=SpanKind.INTERNAL)
+    if span.is_recording():
+        span.set_attribute("rill.namespace", namespace)
+    with _current(span):
+        yield span
+
+
+def collected(span: Span, report: CollectReport) -> None:
+    if span.is_recording():
+        span.set_attributes(
+            {
+                "rill.orphans.deleted": len(report.deleted),
+                "rill.orphans.kept_young": len(report.kept_young),
+                "rill.orphans.unknown": len(report.unknown),
+                "rill.orphans.jobs": report.jobs,
+            }
+        )

@@ -34,6 +34,7 @@ __all__ = [
     "CallbackClass",
     "callback_for",
     "classify",
+    "error_code",
     "output_of",
     "retry_delay",
     "settle_as",
@@ -84,15 +85,26 @@ def callback_for(info: NoticeInfo, result: Any) -> Callback:
     return Callback(_with_query(url, status="FAILED"), json.dumps(body, separators=(",", ":")))
 
 
+def _answer(body: str | None) -> dict[str, Any]:
+    try:
+        answer = json.loads(body or "")
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def error_code(body: str | None) -> str | None:
+    """The engine's error code in its answer (``30601``…), if it gave one."""
+    answer = _answer(body)
+    code = answer.get("error_code") or answer.get("code")
+    return None if code is None or code == "" else str(code)
+
+
 def classify(status_code: int | None, body: str | None) -> tuple[CallbackClass, str]:
     """What the engine's answer means, and a short detail for the record."""
     if status_code is None:
         return CallbackClass.RETRY_LATER, f"no answer: {body}"
-    try:
-        answer = json.loads(body or "")
-    except ValueError:
-        answer = None
-    answer = answer if isinstance(answer, dict) else {}
+    answer = _answer(body)
     code = answer.get("error_code") or answer.get("code")
     message = str(answer.get("error") or answer.get("error_msg") or answer.get("msg") or "")
     detail = (

@@ -17,14 +17,17 @@ from datetime import timedelta
 
 import httpx
 
+from .. import _telemetry as telemetry
 from .._config import Seconds, to_us
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
 from ._callbacks import (
     MAX_CALLBACK_CHARS,
+    Callback,
     CallbackClass,
     callback_for,
     classify,
+    error_code,
     retry_delay,
     settle_as,
 )
@@ -86,24 +89,11 @@ class Deliverer:
 
     async def _send(self, notice: DueNotice) -> Delivery:
         callback = callback_for(notice.info, notice.result)
-        if len(callback.body) > MAX_CALLBACK_CHARS:
-            kind, detail = (
-                CallbackClass.REFUSED,
-                (
-                    f"the callback body is {len(callback.body)} characters, over the engine's"
-                    f" {MAX_CALLBACK_CHARS}; not sent"
-                ),
-            )
-        else:
-            try:
-                answer = await self._client.post(
-                    callback.url,
-                    content=callback.body,
-                    headers={"Content-Type": "application/json"},
-                )
-                kind, detail = classify(answer.status_code, answer.text)
-            except httpx.HTTPError as exc:
-                kind, detail = classify(None, f"{type(exc).__name__}: {exc}")
+        namespace, trace_context = notice.namespace, telemetry.trace_headers(notice.info.target)
+        with telemetry.callback_span(namespace, notice.job_id, callback.url, trace_context) as span:
+            kind, detail, answered = await self._post(callback)
+            status_code, code, error = answered
+            telemetry.delivered(span, namespace, kind.value, status_code, code, error)
         status, retry_in = settle_as(kind), 0.0
         if status == NoticeStatus.PENDING:
             if notice.info.attempts >= self._max_attempts:
@@ -119,6 +109,28 @@ class Deliverer:
         if kind not in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE):
             log.warning("callback for %s (%s): %s, %s", notice.key, notice.info.watch, kind, detail)
         return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
+
+    async def _post(
+        self, callback: Callback
+    ) -> tuple[CallbackClass, str, tuple[int | None, str | None, str | None]]:
+        """Send one callback: what its answer means, a detail for the record, and for the
+        span its HTTP status, the engine's error code and the ``error.type`` of a failure."""
+        if len(callback.body) > MAX_CALLBACK_CHARS:
+            detail = (
+                f"the callback body is {len(callback.body)} characters, over the engine's"
+                f" {MAX_CALLBACK_CHARS}; not sent"
+            )
+            return CallbackClass.REFUSED, detail, (None, None, "body_too_large")
+        headers = {"Content-Type": "application/json", **telemetry.callback_headers()}
+        try:
+            answer = await self._client.post(callback.url, content=callback.body, headers=headers)
+        except httpx.HTTPError as exc:
+            kind, detail = classify(None, f"{type(exc).__name__}: {exc}")
+            return kind, detail, (None, None, type(exc).__qualname__)
+        kind, detail = classify(answer.status_code, answer.text)
+        failed = kind in (CallbackClass.REFUSED, CallbackClass.RETRY_LATER)
+        error = str(answer.status_code) if failed else None
+        return kind, detail, (answer.status_code, error_code(answer.text), error)
 
     def wake(self) -> None:
         """Deliver now rather than at the next poll (after a commit, say)."""

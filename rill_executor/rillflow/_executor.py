@@ -32,6 +32,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic_core import to_jsonable_python
 
+from .. import _telemetry as telemetry
 from .._claim import AsyncClaim
 from .._config import Seconds, to_us
 from .._errors import (
@@ -63,6 +64,13 @@ def failed(error_code: str, message: str) -> dict[str, Any]:
 
 def _bad(exc: Exception) -> JSONResponse:
     return JSONResponse({"error_code": "BadDispatch", "error_msg": str(exc)}, status_code=400)
+
+
+def _target(dispatch: Dispatch) -> dict[str, str]:
+    """Where the notice goes, with the dispatch's trace context: the callback joins its trace."""
+    assert dispatch.callback_url is not None  # parse_dispatch checked it
+    trace = {"traceparent": dispatch.traceparent, "tracestate": dispatch.tracestate}
+    return {"url": dispatch.callback_url, **{k: v for k, v in trace.items() if v}}
 
 
 class RillFlowExecutor:
@@ -150,9 +158,12 @@ class RillFlowExecutor:
             payload = task.payload(dispatch)
         except BadDispatch as exc:
             return _bad(exc)
-        if dispatch.is_async:
-            return await self._accept(task, dispatch, payload)
-        return await self._answer(task, dispatch, payload)
+        # The engine's span (its traceparent) is the parent of the claim and the handler's run,
+        # also of a run started here that goes on after the answer (its task copies the context).
+        with telemetry.joined(request.headers):
+            if dispatch.is_async:
+                return await self._accept(task, dispatch, payload)
+            return await self._answer(task, dispatch, payload)
 
     async def _answer(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
         """The sync pattern: the task's output, or a failure the engine will retry."""
@@ -185,7 +196,7 @@ class RillFlowExecutor:
                 result_version=version,
                 attempt_id=dispatch.new_attempt_id(),
                 origin=dispatch.origin(),
-                watch=Watch(dispatch.task, {"url": dispatch.callback_url}),
+                watch=Watch(dispatch.task, _target(dispatch)),
             )
         except StoreError as exc:
             return JSONResponse(failed(type(exc).__name__, str(exc)), status_code=503)

@@ -158,6 +158,7 @@ def build_app(engine: Finisher) -> FastAPI:
                 answer=dict(answer.body),
                 task_status=answer.task_status,
                 received_at=received_at,
+                headers=dict(request.headers),
             )
 
         parse = _trigger if endpoint == "trigger.json" else _finish

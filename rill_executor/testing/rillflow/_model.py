@@ -137,7 +137,8 @@ class CallbackRecord:
     """One completion callback the engine received, and its answer.
 
     ``task_status`` is the task's state when the callback was judged (``None`` when the
-    engine did not get that far, e.g. an unknown task or an oversized body).
+    engine did not get that far, e.g. an unknown task or an oversized body). ``headers``
+    are the request's, names in lower case (``traceparent``: who called back).
     """
 
     endpoint: str
@@ -148,6 +149,7 @@ class CallbackRecord:
     answer: Mapping[str, Any]
     task_status: TaskStatus | None
     received_at: float
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

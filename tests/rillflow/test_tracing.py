@@ -1,0 +1,187 @@
+"""The engine's trace through the executor: a dispatch's ``traceparent`` is the parent of the
+executor's spans, and the completion callback joins the same trace (its ``rill.callback``
+span the caller the engine sees). Real HTTP both ways, with the engine simulator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import BaseModel
+
+from rill_executor import AsyncClaim, AsyncLedger, Watch
+from rill_executor.rillflow import Deliverer, RillFlowExecutor
+from rill_executor.testing.rillflow import (
+    EngineSimulator,
+    Pattern,
+    Task,
+    TaskStatus,
+    serve_app,
+)
+from tests.otel import Otel
+
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+ENGINE_SPAN = "b7ad6b7169203331"
+TRACEPARENT = f"00-{TRACE_ID}-{ENGINE_SPAN}-01"
+TRACESTATE = "rillflow=engine1"
+NAMESPACE = "transcode"
+
+
+class Segment(BaseModel):
+    video: str
+    segment: int
+
+
+class Transcoded(BaseModel):
+    uri: str
+
+
+@pytest.fixture(params=["no_server_span", "server_span"])
+def server_span(request: pytest.FixtureRequest) -> bool:
+    """Whether the app makes HTTP server spans (FastAPI's own telemetry, on by default):
+    without one the executor joins the engine's span itself; with one, under it."""
+    return bool(request.param == "server_span")
+
+
+@pytest.fixture
+def running(server_span: bool) -> Iterator[str]:
+    ledger = AsyncLedger("memory://", namespace=NAMESPACE, lease=5)
+    executor = RillFlowExecutor(ledger)
+    app = FastAPI(lifespan=executor.lifespan, telemetry={"tracing": server_span})
+
+    @executor.task("/transcode", key=lambda job: f"{job.video}:{job.segment}", name="transcode")
+    def transcode(job: Segment) -> Transcoded:
+        return Transcoded(uri=f"s3://out/{job.video}/{job.segment}")
+
+    app.include_router(executor.router)
+    with serve_app(app, lifespan="on") as url:
+        yield url
+
+
+@pytest.fixture
+def engine() -> Iterator[EngineSimulator]:
+    with EngineSimulator() as engine:
+        yield engine
+
+
+def _task(url: str, pattern: Pattern) -> Task:
+    # The engine's tracestate goes along as a request header of the task's input.
+    job = {"video": "A", "segment": 1, "header": {"tracestate": TRACESTATE}}
+    return Task("transcode", f"{url}/transcode", pattern=pattern, input=job)
+
+
+def _parent(span: ReadableSpan) -> str | None:
+    return None if span.parent is None else f"{span.parent.span_id:016x}"
+
+
+def _is_engine_child(span: ReadableSpan) -> None:
+    assert span.parent is not None and span.parent.is_remote, span.name
+    assert _parent(span) == ENGINE_SPAN, span.name
+    assert f"{span.context.trace_id:032x}" == TRACE_ID, span.name
+
+
+def _under_engine(otel: Otel, span: ReadableSpan, server_span: bool) -> None:
+    """``span`` is a child of the engine's span, or (with a server span) of the app's server
+    span for that request, itself the engine's span's child."""
+    if not server_span:
+        _is_engine_child(span)
+        return
+    by_id = {f"{s.context.span_id:016x}": s for s in otel.spans()}
+    server = by_id[str(_parent(span))]
+    while server.kind is not SpanKind.SERVER:
+        server = by_id[str(_parent(server))]
+    assert server.name == "POST /transcode", span.name
+    _is_engine_child(server)
+
+
+def test_a_sync_dispatch_runs_as_a_child_of_the_engine_span(
+    running: str, engine: EngineSimulator, otel: Otel, server_span: bool
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_SYNC), traceparent=TRACEPARENT)
+    assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
+    run = otel.span("rill.run transcode")
+    _under_engine(otel, run, server_span)
+    assert run.context.trace_state.get("rillflow") == "engine1"
+    for name in ("rill.claim", "rill.commit"):
+        assert _parent(otel.span(name)) == f"{run.context.span_id:016x}", name
+    assert {f"{s.context.trace_id:032x}" for s in otel.spans()} == {TRACE_ID}
+    assert not [s for s in otel.spans() if s.name == "rill.callback"]  # answered inline
+
+
+def test_an_async_dispatch_and_its_callback_join_the_engine_trace(
+    running: str, engine: EngineSimulator, otel: Otel, server_span: bool
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC), traceparent=TRACEPARENT)
+    assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
+    # The span ends once the engine's answer is read, just after the engine applied it.
+    engine.wait_until(lambda: any(s.name == "rill.callback" for s in otel.spans()))
+    claim, run = otel.span("rill.claim"), otel.span("rill.run transcode")
+    callback = otel.span("rill.callback")
+    _under_engine(otel, claim, server_span)  # answered with the acknowledgement
+    _under_engine(otel, run, server_span)  # the handler, after the answer
+    _is_engine_child(callback)  # the notice's traceparent: sent by the deliverer's own task
+    assert _parent(otel.span("rill.commit")) == f"{run.context.span_id:016x}"
+    assert {f"{s.context.trace_id:032x}" for s in otel.spans()} == {TRACE_ID}
+    assert callback.kind is SpanKind.CLIENT
+    assert dict(callback.attributes or {}) == {
+        "rill.namespace": NAMESPACE,
+        "rill.job.id": run.attributes["rill.job.id"],  # type: ignore[index]
+        "rill.callback.classification": "ok",
+        "server.address": "127.0.0.1",
+        "http.response.status_code": 200,
+    }
+    assert callback.status.status_code is StatusCode.UNSET
+    (received,) = engine.callbacks(execution, "transcode")
+    assert received.status_code == 200
+    span_id = f"{callback.context.span_id:016x}"
+    assert received.headers["traceparent"] == f"00-{TRACE_ID}-{span_id}-01"
+    assert received.headers["tracestate"] == TRACESTATE
+    assert otel.points("rill.callbacks") == [
+        ({"rill.namespace": NAMESPACE, "rill.callback.classification": "ok"}, 1)
+    ]
+
+
+def test_a_refused_callback_records_the_engine_error_code(
+    engine: EngineSimulator, otel: Otel
+) -> None:
+    """A notice whose task the engine does not know: 400 / 30109, dropped."""
+
+    async def scenario() -> None:
+        async with AsyncLedger("memory://", namespace=NAMESPACE) as ledger:
+            url = f"{engine.trigger_url}?execution_id=gone&task_name=t"
+            target = {"url": url, "traceparent": TRACEPARENT}
+            claim = await ledger.claim("K", watch=Watch("gone/t", target))
+            assert isinstance(claim, AsyncClaim)
+            await claim.commit({"done": True})
+            deliverer = Deliverer(ledger)
+            try:
+                (delivery,) = await deliverer.deliver()
+            finally:
+                await deliverer.stop()
+            assert delivery.classification == "refused"
+
+    asyncio.run(scenario())
+    callback = otel.span("rill.callback")
+    _is_engine_child(callback)
+    assert dict(callback.attributes or {}) == {
+        "rill.namespace": NAMESPACE,
+        "rill.job.id": otel.span("rill.commit").attributes["rill.job.id"],  # type: ignore[index]
+        "rill.callback.classification": "refused",
+        "rill.callback.error_code": "30109",
+        "server.address": "127.0.0.1",
+        "http.response.status_code": 400,
+        "error.type": "400",
+    }
+    assert callback.status.status_code is StatusCode.ERROR
+    (received,) = engine.callbacks()
+    span_id = f"{callback.context.span_id:016x}"
+    assert received.headers["traceparent"] == f"00-{TRACE_ID}-{span_id}-01"
+    assert "tracestate" not in received.headers
+    assert otel.points("rill.callbacks") == [
+        ({"rill.namespace": NAMESPACE, "rill.callback.classification": "refused"}, 1)
+    ]
