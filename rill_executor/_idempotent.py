@@ -21,7 +21,7 @@ from ._claim import AsyncClaim, Claim
 from ._codec import adapter_for, type_name
 from ._config import LedgerConfig, Seconds, to_us
 from ._errors import ConfigError, InvalidKey, TerminalError, UsageError
-from ._keys import fingerprint_of, handler_key, validate_handler_name
+from ._keys import fingerprint_of, handler_key, scoped_key, validate_handler_name
 from ._store import Completion
 
 __all__ = [
@@ -96,9 +96,12 @@ class IdempotentSpec:
     heartbeat: float | None  # seconds between renewals, None for none
     terminal: tuple[type[BaseException], ...]
     signature: inspect.Signature = field(init=False)
+    _arguments: _Arguments | None = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "signature", inspect.signature(self.fn))
+        signature = inspect.signature(self.fn)
+        object.__setattr__(self, "signature", signature)
+        object.__setattr__(self, "_arguments", _Arguments.of(signature))
 
     @classmethod
     def build(
@@ -134,11 +137,11 @@ class IdempotentSpec:
         """(stored key, fingerprint, result version) of one call; the stored key is the
         business key scoped by the handler's name, so handlers never share jobs."""
         options = self.options
-        key = handler_key(self.name, options.key(*args, **kwargs))
+        key = scoped_key(self.name, options.key(*args, **kwargs))
         if options.fingerprint is not None:
             payload = options.fingerprint(*args, **kwargs)
-        else:
-            bound = self.signature.bind(*args, **kwargs)
+        elif self._arguments is None or (payload := self._arguments.named(args, kwargs)) is None:
+            bound = self.signature.bind(*args, **kwargs)  # raises for a call that does not fit
             bound.apply_defaults()
             payload = dict(bound.arguments)
         version = (
@@ -177,3 +180,36 @@ class IdempotentSpec:
 
     def is_terminal(self, exc: BaseException) -> bool:
         return isinstance(exc, self.terminal)
+
+
+@dataclass(frozen=True, slots=True)
+class _Arguments:
+    """A handler's arguments by name, without ``inspect``'s binding: for a signature of plain
+    parameters (no ``*args``, ``**kwargs`` or keyword-only ones), the common case."""
+
+    names: tuple[str, ...]
+    defaults: dict[str, Any]
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> _Arguments | None:
+        params = signature.parameters.values()
+        if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params):
+            return None
+        defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+        return cls(tuple(signature.parameters), defaults)
+
+    def named(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The arguments by name, or None when the call needs ``bind`` (to say what is wrong)."""
+        if len(args) > len(self.names):
+            return None
+        named = dict(zip(self.names, args, strict=False))
+        if kwargs:
+            if any(k in named or k not in self.names for k in kwargs):
+                return None
+            named.update(kwargs)
+        if len(named) < len(self.names):
+            missing = [n for n in self.names if n not in named]
+            if any(n not in self.defaults for n in missing):
+                return None
+            named.update((n, self.defaults[n]) for n in missing)
+        return named

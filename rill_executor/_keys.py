@@ -116,7 +116,15 @@ def validate_handler_name(name: object) -> str:
 
 def handler_key(name: str, key: object) -> str:
     """The key a decorated handler's job is stored under: ``{name}/{business key}``."""
-    return validate_key(f"{validate_handler_name(name)}/{validate_key(key)}")
+    return scoped_key(validate_handler_name(name), key)
+
+
+def scoped_key(name: str, key: object) -> str:
+    """``handler_key`` for a ``name`` already validated (the decorator's, checked once)."""
+    scoped = f"{name}/{validate_key(key)}"
+    if len(scoped.encode("utf-8")) > MAX_KEY_BYTES:
+        return validate_key(scoped)  # raises, saying by how much
+    return scoped
 
 
 def validate_result_version(version: object) -> str | None:
@@ -213,6 +221,9 @@ def job_id(namespace: str, key: str) -> str:
     return hashlib.sha256(f"{namespace}\x00{key}".encode()).hexdigest()
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def fingerprint_of(payload: Any) -> str:
     """SHA-256 of the canonical JSON of ``payload`` (sorted keys, no whitespace).
 
@@ -225,8 +236,7 @@ def fingerprint_of(payload: Any) -> str:
             f"cannot fingerprint a {type(payload).__name__}: {exc}; pass fingerprint= a"
             " function returning the JSON-serialisable part of the request"
         ) from exc
-    canonical = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_CANONICAL.encode(plain).encode("utf-8")).hexdigest()
 
 
 def new_attempt_id() -> str:

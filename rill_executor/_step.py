@@ -136,7 +136,7 @@ def call(
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = Waiter(spec.wait)
-    with telemetry.Run(spec.name, core.namespace, core.job_id(key)).current() as run:
+    with telemetry.Run(spec.name, core.namespace, key).current() as run:
         while True:
             request = core.claim_request(
                 key,
@@ -190,7 +190,7 @@ def running(
 
 def resumed(core: LedgerCore, spec: IdempotentSpec, claim: AnyClaim, args: tuple[Any, ...]) -> Step:
     """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it."""
-    with telemetry.Run(spec.name, core.namespace, claim.job_id).current() as run:
+    with telemetry.Run(spec.name, core.namespace, claim.key).current() as run:
         run.claimed(claim)
         return (yield from running(spec, claim, args, {}, run))
 

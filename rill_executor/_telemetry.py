@@ -30,6 +30,7 @@ from opentelemetry.trace import (
 )
 
 from ._errors import HandedOff, StaleAttempt
+from ._keys import job_id
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
 from ._store import ClaimRequest
@@ -103,7 +104,7 @@ def traceparent(span: Span) -> str | None:
 
 def current_traceparent() -> str | None:
     """The ``traceparent`` of the current span, if one is traced."""
-    return traceparent(trace.get_current_span())
+    return traceparent(trace.get_current_span()) if enabled() else None
 
 
 def linked(trace_header: str | None) -> Link | None:
@@ -215,14 +216,18 @@ class Run:
 
     __slots__ = ("attributes", "scope", "span", "started")
 
-    def __init__(self, handler: str, namespace: str, job_id: str) -> None:
+    def __init__(self, handler: str, namespace: str, key: str) -> None:
         self.attributes = {"rill.namespace": namespace, "rill.handler": handler}
         self.span: Span = INVALID_SPAN
         if enabled():
             self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
             if self.span.is_recording():
                 self.span.set_attributes(
-                    {**self.attributes, "rill.job.id": job_id, "code.function.name": handler}
+                    {
+                        **self.attributes,
+                        "rill.job.id": job_id(namespace, key),
+                        "code.function.name": handler,
+                    }
                 )
         self.scope = _Scope(self.span)
         self.started = 0.0
