@@ -75,6 +75,13 @@ def _task(url: str, pattern: Pattern) -> Task:
     return Task("transcode", f"{url}/transcode", pattern=pattern, input=job)
 
 
+def _ended(engine: EngineSimulator, otel: Otel, server_span: bool, *names: str) -> None:
+    """Wait for spans that end after the engine has its answer: the server span ends once
+    the response is sent, the callback's once the engine's answer is read."""
+    wanted = {*names, *(["POST /transcode"] if server_span else [])}
+    engine.wait_until(lambda: wanted <= {s.name for s in otel.spans()})
+
+
 def _parent(span: ReadableSpan) -> str | None:
     return None if span.parent is None else f"{span.parent.span_id:016x}"
 
@@ -104,6 +111,7 @@ def test_a_sync_dispatch_runs_as_a_child_of_the_engine_span(
 ) -> None:
     execution = engine.submit(_task(running, Pattern.TASK_SYNC), traceparent=TRACEPARENT)
     assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
+    _ended(engine, otel, server_span)
     run = otel.span("rill.run transcode")
     _under_engine(otel, run, server_span)
     assert run.context.trace_state.get("rillflow") == "engine1"
@@ -118,8 +126,7 @@ def test_an_async_dispatch_and_its_callback_join_the_engine_trace(
 ) -> None:
     execution = engine.submit(_task(running, Pattern.TASK_ASYNC), traceparent=TRACEPARENT)
     assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
-    # The span ends once the engine's answer is read, just after the engine applied it.
-    engine.wait_until(lambda: any(s.name == "rill.callback" for s in otel.spans()))
+    _ended(engine, otel, server_span, "rill.callback")
     claim, run = otel.span("rill.claim"), otel.span("rill.run transcode")
     callback = otel.span("rill.callback")
     _under_engine(otel, claim, server_span)  # answered with the acknowledgement
@@ -185,3 +192,21 @@ def test_a_refused_callback_records_the_engine_error_code(
     assert otel.points("rill.callbacks") == [
         ({"rill.namespace": NAMESPACE, "rill.callback.classification": "refused"}, 1)
     ]
+
+
+def test_a_dispatch_without_traceparent_is_no_ones_child(
+    running: str, engine: EngineSimulator, otel: Otel, server_span: bool
+) -> None:
+    execution = engine.submit(_task(running, Pattern.TASK_ASYNC))
+    assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
+    _ended(engine, otel, server_span, "rill.callback")
+    roots = {s.name for s in otel.spans() if s.parent is None}
+    executor_roots = {"POST /transcode"} if server_span else {"rill.claim", "rill.run transcode"}
+    assert roots == {*executor_roots, "rill.callback"}
+    callback = otel.span("rill.callback")
+    (received,) = engine.callbacks(execution, "transcode")
+    context = callback.context
+    trace_id, span_id = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+    flags = f"{int(context.trace_flags):02x}"  # sampled, and a random trace id (W3C level 2)
+    assert received.headers["traceparent"] == f"00-{trace_id}-{span_id}-{flags}"
+    assert "tracestate" not in received.headers  # the input's went only to the dispatch
