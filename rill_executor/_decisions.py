@@ -1,8 +1,10 @@
-"""The store-side rules of the lifecycle, free of I/O.
+"""The store-side rules of the lifecycle, free of I/O: what a claim decides, what each
+write makes of the job row, and what each makes of the attempts' history entries.
 
 Stores that decide in the client (memory, SQLite, MariaDB) call these inside their atomic
-section; stores that decide server-side (the Postgres statement, the Redis scripts) encode the
-same rules, and the conformance kit holds them all to the same behaviour.
+section and only persist what they return; stores that decide server-side (the Postgres
+statement, the Redis scripts) encode the same rules, and the conformance kit holds them all
+to the same behaviour.
 """
 
 from __future__ import annotations

@@ -54,6 +54,8 @@ __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"
 
 
 class MemoryStore:
+    kind = "memory"
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[str, JobRow] = {}
@@ -222,6 +224,8 @@ class MemoryStore:
 
 class AsyncMemoryStore:
     """The asyncio face of a ``MemoryStore`` (pass one in to share its records)."""
+
+    kind = "memory"
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self.sync = store or MemoryStore()

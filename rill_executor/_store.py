@@ -13,6 +13,9 @@ sharing one output prefix never collect each other's objects. Two opens of the s
 answer the same identity; a store with other data (another database, file or Redis
 database) answers another one.
 
+A store may name its system in a ``kind`` attribute (``postgresql``, ``redis``…): spans and
+metrics carry it as ``rill.store.kind``. It must never hold an address or a credential.
+
 One method is optional: ``ping`` (``Pingable`` / ``AsyncPingable``), the cheapest round trip
 the store's server answers, sent on the store's own connection or pool. It decides nothing
 and touches no record; ``rill-executor bench`` measures it as the floor its figures are

@@ -53,12 +53,14 @@ from rill_executor.store import (
     StoreStatus,
     StoreUnavailable,
     appended_event,
+    attempt_outcome,
     check_resolve,
     check_write,
     claimed_row,
     decide_claim,
-    ended_outputs,
+    ended_attempt,
     fence_keep_until,
+    finished_attempt,
     finished_row,
     heartbeat_row,
     leasable,
@@ -69,6 +71,8 @@ from rill_executor.store import (
     resolved_attempt,
     resolved_row,
     settle_notice,
+    started_attempt,
+    superseded_attempt,
     watched_row,
 )
 
@@ -204,27 +208,20 @@ def _answer(rows: Rows) -> StoreAnswer:
 # -- the attempt history: a JSON array in the job row ----------------------------------------
 
 
-def _appended(
-    history: str,
-    job: JobRow,
-    outcome: AttemptOutcome,
-    now: int,
-    error: str | None,
-    outputs: str,
-) -> str:
-    """The history with the owner's attempt of ``job`` ended as ``outcome``."""
+def _appended(history: str, ended: AttemptRow) -> str:
+    """The history with ``ended`` (an entry the lifecycle rules ended) appended."""
     entries = json.loads(history)
     entries.append(
         {
-            "fence": job.fence,
-            "attempt_id": job.owner_attempt,
-            "started_at": job.claimed_at,
-            "ended_at": now,
-            "outcome": outcome.value,
-            "error": None if error is None else json.loads(error),
-            "outputs": json.loads(outputs),
-            "origin": None if job.origin is None else json.loads(job.origin),
-            "trace": job.trace,
+            "fence": ended.fence,
+            "attempt_id": ended.attempt_id,
+            "started_at": ended.started_at,
+            "ended_at": ended.ended_at,
+            "outcome": ended.outcome.value,
+            "error": None if ended.error is None else json.loads(ended.error),
+            "outputs": json.loads(ended.outputs),
+            "origin": None if ended.origin is None else json.loads(ended.origin),
+            "trace": ended.trace,
         }
     )
     return json.dumps(entries, separators=(",", ":"))
@@ -249,18 +246,7 @@ def _history(job: JobRow, entries: Any) -> list[AttemptRow]:
         for e in entries
     ]
     if job.state is JobState.PROCESSING and job.owner_attempt and job.claimed_at is not None:
-        rows.append(
-            AttemptRow(
-                job.fence,
-                job.owner_attempt,
-                job.claimed_at,
-                None,
-                AttemptOutcome.RUNNING,
-                None,
-                origin=job.origin,
-                trace=job.trace,
-            )
-        )
+        rows.append(started_attempt(job))
     return rows
 
 
@@ -351,9 +337,8 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     if job is None:
         yield _insert_job, _bound(dialect, _columns(new, history))
         return StoreAnswer(ok=True, job=new, now=now)
-    if job.state is JobState.PROCESSING:
-        outputs = ended_outputs(job.outputs, "[]")
-        history = _appended(history, job, AttemptOutcome.EXPIRED, now, None, outputs)
+    if (superseded := superseded_attempt(job, now)) is not None:
+        history = _appended(history, superseded)
     yield _update_job, _bound(dialect, {**_columns(new, history), "b_job_id": job.job_id})
     return StoreAnswer(ok=True, job=new, now=now)
 
@@ -383,15 +368,9 @@ def _client_finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion)
     if job is None or check_write(job, ref, now) is not None:
         return StoreAnswer(ok=False, job=job, now=now)
     new = finished_row(job, completion, now)
-    outputs = ended_outputs(job.outputs, completion.outputs)
-    history = _appended(history, job, _outcome(completion), now, completion.error, outputs)
+    history = _appended(history, finished_attempt(job, completion, now))
     yield _update_job, _bound(dialect, {**_columns(new, history), "b_job_id": ref.job_id})
     return StoreAnswer(ok=True, job=new, now=now)
-
-
-def _outcome(completion: Completion) -> AttemptOutcome:
-    ok = completion.state is JobState.SUCCEEDED
-    return AttemptOutcome.SUCCEEDED if ok else AttemptOutcome.FAILED
 
 
 # -- the server-decided flows (PostgreSQL): one statement each --------------------------------
@@ -482,7 +461,7 @@ def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow
                 "error": completion.error,
                 "retryable": completion.retryable,
                 "retention_us": completion.retention_us,
-                "outcome": _outcome(completion).value,
+                "outcome": attempt_outcome(completion).value,
                 "outputs": completion.outputs,
             },
         )
@@ -535,8 +514,7 @@ def resolve(dialect: SqlDialect, job_id: str, resolution: Resolution) -> Flow:
     history = _json_text(rows[0]["attempts"])
     ending = resolved_attempt(job, now)
     if ending is not None:
-        outputs = ended_outputs(job.outputs, "[]")
-        history = _appended(history, job, ending, now, None, outputs)
+        history = _appended(history, ended_attempt(job, ending, now))
     event = resolution_event(job, resolution, now)
     events = appended_event(_json_text(rows[0]["events"]), event, now)
     new = resolved_row(job, resolution, now)

@@ -159,6 +159,7 @@ class SqlStore:
 
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, parsed = dialect_of(url)
+        self.kind = self.dialect.family  # what telemetry calls the store: never its address
         self._where = _describe(self.dialect, parsed)
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
         self._reads = self.engine
@@ -277,6 +278,7 @@ class AsyncSqlStore:
 
     def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
         self.dialect, parsed = dialect_of(url)
+        self.kind = self.dialect.family  # what telemetry calls the store: never its address
         self._where = _describe(self.dialect, parsed)
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
         self._reads = self.engine
