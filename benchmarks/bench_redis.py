@@ -34,7 +34,7 @@ import redis
 import redis.asyncio
 import redis.utils
 
-from rill_executor import AsyncLedger, Claim, Ledger
+from rill_executor import AsyncClaim, AsyncLedger, Claim, Ledger
 from rill_executor_redis import AsyncRedisStore, RedisStore
 
 Arm = Callable[[int], object]
@@ -51,7 +51,7 @@ def _store_url(url: str) -> str:
     return url + ("&" if "?" in url else "?") + "durability=ignore"  # reported below instead
 
 
-def rill_arms(url: str) -> tuple[Arm, Arm, RedisStore]:
+def rill_arms(url: str) -> tuple[Arm, Arm, Arm, RedisStore]:
     store = RedisStore.from_url(_store_url(url))
     ledger = Ledger(store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30, retention=3600)
 
@@ -60,17 +60,27 @@ def rill_arms(url: str) -> tuple[Arm, Arm, RedisStore]:
 
     plain = ledger.idempotent(key=lambda order: order["id"], heartbeat=False)(handler)
     beating = ledger.idempotent(key=lambda order: f"hb-{order['id']}")(handler)
+
+    def explicit(i: int) -> object:
+        """The store's share without the decorator: ``ledger.claim``, then commit on a
+        claim (a replay returns after the claim)."""
+        outcome = ledger.claim(f"x{i}")
+        if isinstance(outcome, Claim):
+            outcome.commit({"ok": i, "amount": i})
+        return outcome
+
     return (
         lambda i: plain({"id": f"o{i}", "amount": i}),
         lambda i: beating({"id": f"o{i}", "amount": i}),
+        explicit,
         store,
     )
 
 
-def server_times(url: str, calls: int) -> None:
+def server_times(url: str, calls: int) -> dict[str, float]:
     """Redis's own time per operation: ``INFO commandstats`` (``evalsha`` usec_per_call)
-    after ``CONFIG RESETSTAT``, one operation at a time, so a change to a script is
-    measured where it runs rather than through the client."""
+    after ``CONFIG RESETSTAT``, one operation and one variant at a time, so a change to a
+    script is measured where it runs rather than through the client."""
     admin = redis.Redis.from_url(url)
     ledger = Ledger(
         RedisStore.from_url(_store_url(url)),
@@ -78,8 +88,10 @@ def server_times(url: str, calls: int) -> None:
         lease=30,
         retention=3600,
     )
+    short = Ledger(ledger.store, namespace=ledger.namespace + "-t", lease=0.001, retention=3600)
     keys = [f"k{i}" for i in range(calls)]
     claims: list[Claim] = []
+    expired: list[Claim] = []
 
     def claim_new() -> None:
         claims.extend(cast(Claim, ledger.claim(key)) for key in keys)
@@ -88,21 +100,45 @@ def server_times(url: str, calls: int) -> None:
         for claim in claims:
             claim.commit({"ok": claim.key})
 
+    def short_claims() -> None:
+        expired.extend(cast(Claim, short.claim(key)) for key in keys)
+        time.sleep(0.01)  # every lease has run out
+
+    traced = "00-" + "a1" * 16 + "-" + "b2" * 8 + "-01"
     phases: dict[str, Callable[[], object]] = {
         "claim (new key)": claim_new,
         "heartbeat": lambda: [claim.heartbeat() for claim in claims],
+        "claim (in progress)": lambda: [ledger.claim(key) for key in keys],
+        "claim (conflict)": lambda: [ledger.claim(key, fingerprint="f" * 64) for key in keys],
         "commit": commit_all,
         "claim (replay)": lambda: [ledger.claim(key) for key in keys],
         "status": lambda: [ledger.status(key) for key in keys],
+        "claim (new key, traced + origin)": lambda: [
+            ledger.claim(f"t{key}", trace=traced, origin={"task": key}) for key in keys
+        ],
+        "claim (takeover of an expired lease)": lambda: [short.claim(key) for key in keys],
     }
-    print(f"\nserver time per operation (INFO commandstats, {calls} calls each)")
+    print(f"\nserver time per operation (INFO commandstats evalsha, {calls} calls each)")
+    times: dict[str, float] = {}
     for name, phase in phases.items():
+        if name.startswith("claim (takeover"):
+            short_claims()
         admin.config_resetstat()
         phase()
         stats = admin.info("commandstats").get("cmdstat_evalsha", {})
-        print(f"  {name:<34}{float(stats.get('usec_per_call', 0.0)):>10.1f} µs")
+        times[name] = float(stats.get("usec_per_call", 0.0))
+        print(f"  {name:<40}{times[name]:>10.1f} µs")
+    for name in ("set", "hset", "get", "ping"):  # the floor, on the same server
+        admin.config_resetstat()
+        for key in keys[:500]:
+            getattr(admin, name)(
+                *{"set": (key, "v"), "hset": (key + "h", "f", "v"), "get": (key,), "ping": ()}[name]
+            )
+        stats = admin.info("commandstats").get(f"cmdstat_{name}", {})
+        print(f"  {name.upper():<40}{float(stats.get('usec_per_call', 0.0)):>10.1f} µs")
     ledger.close()
     admin.close()
+    return times
 
 
 def powertools_arm(url: str) -> Arm:
@@ -180,6 +216,8 @@ async def throughput(
 
 
 async def async_rounds(url: str, calls: int, concurrency: int, rounds: int) -> None:
+    """Throughput of 64 concurrent decorated calls (and of explicit claim + commit)
+    against 64 concurrent PINGs, in alternating rounds."""
     ping_client = redis.asyncio.Redis.from_url(url)
     store = AsyncRedisStore.from_url(_store_url(url))
     ledger = AsyncLedger(store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30)
@@ -194,21 +232,44 @@ async def async_rounds(url: str, calls: int, concurrency: int, rounds: int) -> N
     def fresh(prefix: str) -> Callable[[int], Awaitable[object]]:
         return lambda i: handler({"id": f"{prefix}{i}"})
 
+    def explicit(prefix: str) -> Callable[[int], Awaitable[object]]:
+        async def call(i: int) -> object:
+            outcome = await ledger.claim(f"{prefix}{i}")
+            if isinstance(outcome, AsyncClaim):
+                await outcome.commit({"ok": i})
+            return outcome
+
+        return call
+
     await throughput(2000, concurrency, ping)  # warm up: connections, scripts
     await throughput(2000, concurrency, fresh("warm"))
-    results: dict[str, list[float]] = {"PING": [], "rill fresh": [], "rill replay": []}
+    results: dict[str, list[float]] = {
+        "PING": [],
+        "rill fresh": [],
+        "rill replay": [],
+        "explicit claim + commit": [],
+        "explicit replay": [],
+    }
     for r in range(rounds):
         results["PING"].append(await throughput(calls, concurrency, ping))
         results["rill fresh"].append(await throughput(calls, concurrency, fresh(f"r{r}-")))
         results["rill replay"].append(await throughput(calls, concurrency, fresh(f"r{r}-")))
+        each = explicit(f"x{r}-")
+        results["explicit claim + commit"].append(await throughput(calls, concurrency, each))
+        results["explicit replay"].append(await throughput(calls, concurrency, each))
     print(
         f"\nasyncio throughput, {concurrency} concurrent calls, {calls} calls per round,"
         f" median of {rounds} alternating rounds"
     )
     floor = statistics.median(results["PING"])
+    targets = {"rill fresh": 0.4, "rill replay": 0.8}
     for name, values in results.items():
         value = statistics.median(values)
-        print(f"  {name:<34}{value:>10.0f} calls/s   {value / floor:5.2f}x PING")
+        line = f"  {name:<34}{value:>10.0f} calls/s   {value / floor:5.2f}x PING"
+        if name in targets:
+            verdict = "meets" if value / floor >= targets[name] else "MISSES"
+            line += f"   (target >= {targets[name]}x: {verdict})"
+        print(line)
     await store.close()
     await ping_client.aclose()
 
@@ -224,7 +285,7 @@ def main() -> None:
     warnings.simplefilter("ignore", DeprecationWarning)  # Powertools' own, on import
 
     ping_client = redis.Redis.from_url(args.url)
-    rill_fresh, rill_heartbeat, store = rill_arms(args.url)
+    rill_fresh, rill_heartbeat, rill_explicit, store = rill_arms(args.url)
     powertools = powertools_arm(args.url)
     info = ping_client.info("server")
     parser_kind = "hiredis" if redis.utils.HIREDIS_AVAILABLE else "pure-Python"
@@ -238,6 +299,7 @@ def main() -> None:
         "PING": lambda i: ping_client.ping(),
         "rill-executor": rill_fresh,
         "rill-executor + heartbeat": rill_heartbeat,
+        "rill claim + commit (explicit)": rill_explicit,
         "Powertools CachePersistenceLayer": powertools,
     }
     interleaved(arms, list(range(-500, 0)))  # warm-up: connections, scripts, imports
@@ -259,6 +321,12 @@ def main() -> None:
         0.5,
     )
     ratio_line("replay: rill / PING", replay["rill-executor"], replay["PING"], 1.3)
+    explicit, powertools_name = "rill claim + commit (explicit)", "Powertools CachePersistenceLayer"
+    print("  the same for explicit ledger.claim + commit (the store's share, no decorator):")
+    ratio_line("fresh: explicit / Powertools", fresh[explicit], fresh[powertools_name], 0.9)
+    ratio_line("fresh: explicit / PING", fresh[explicit], fresh["PING"], 2.5)
+    ratio_line("replay: explicit / Powertools", replay[explicit], replay[powertools_name], 0.5)
+    ratio_line("replay: explicit / PING", replay[explicit], replay["PING"], 1.3)
 
     server_times(args.url, args.calls)
     asyncio.run(async_rounds(args.url, args.async_calls, args.concurrency, args.rounds))

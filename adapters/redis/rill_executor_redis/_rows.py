@@ -1,7 +1,11 @@
 """Decoding script replies into the port's rows and answers.
 
 Each script replies with one JSON text (Lua's cjson): an array of strings where an absent
-hash field is ``false``, the job's fields in the order of ``FIELDS`` in common.lua.
+hash field is ``false``, the job's fields in the order of ``FIELDS`` in common.lua. A
+granted claim or finish replies instead with only what its caller cannot tell from its
+own request, as values joined by the byte 0x1F (``SEP`` in common.lua, ``''`` where
+absent; only the result version, sent last, can hold a control character), and the row
+is completed here exactly as the port's ``claimed_row`` / ``finished_row`` builds it.
 Anything else is a ``StoreProtocolError``: the keys were written by something other than
 our scripts.
 """
@@ -15,7 +19,10 @@ from typing import Any
 
 from rill_executor.store import (
     AttemptOutcome,
+    AttemptRef,
     AttemptRow,
+    ClaimRequest,
+    Completion,
     JobRow,
     JobState,
     LeasedNotice,
@@ -29,6 +36,8 @@ __all__ = [
     "FIELD_NAMES",
     "JobNotices",
     "answer_from",
+    "claimed_from",
+    "finished_from",
     "job_from_fields",
     "job_notices_from",
     "leased_from",
@@ -53,14 +62,105 @@ def job_from_fields(job_id: str, values: list[str | None]) -> JobRow:
         raise _malformed(job_id, values, exc) from exc
 
 
+_SEP = "\x1f"  # common.lua's SEP
+
+
 def answer_from(job_id: str, reply: object) -> StoreAnswer:
-    """``[ok, now, field...]`` from claim, heartbeat and finish."""
+    """``[ok, now, field...]`` from claim, heartbeat, finish, register_output, resolve."""
     try:
         items = _array(_json(reply))
         job = _job(job_id, items[2:]) if len(items) > 2 else None
         return StoreAnswer(ok=items[0] == 1, job=job, now=_int(items[1]))
     except (ValueError, IndexError, TypeError) as exc:
         raise _malformed(job_id, reply, exc) from exc
+
+
+def claimed_from(request: ClaimRequest, reply: object) -> StoreAnswer:
+    """A claim's answer: granted, ``1, now, fence, created_at, watchers, notices`` and the
+    rest of the row from the request; else ``answer_from``'s."""
+    if not _granted(reply):
+        return answer_from(request.job_id, reply)
+    try:
+        _, now_text, fence, created_at, watchers, notices = _text_reply(reply).split(_SEP)
+        now = int(now_text)
+        job = JobRow(
+            job_id=request.job_id,
+            namespace=request.namespace,
+            key=request.key,
+            state=JobState.PROCESSING,
+            fence=int(fence),
+            owner_attempt=request.attempt_id,
+            claimed_at=now,
+            lease_until=now + request.lease_us,
+            fingerprint=request.fingerprint,
+            result_version=request.result_version,
+            result=None,
+            error=None,
+            retryable=None,
+            created_at=int(created_at),
+            updated_at=now,
+            finished_at=None,
+            retain_until=None,
+            outputs="[]",
+            origin=request.origin,
+            trace=request.trace,
+            watchers=_watchers(watchers) if watchers else "{}",
+            notices=_notices(notices) if notices else "[]",
+        )
+        return StoreAnswer(ok=True, job=job, now=now)
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(request.job_id, reply, exc) from exc
+
+
+def finished_from(ref: AttemptRef, completion: Completion, reply: object) -> StoreAnswer:
+    """A finish's answer: applied, ``1, now, ns, key, claimed_at, fp, created_at, origin,
+    trace, notices, rv`` and the rest of the row from the completion; else
+    ``answer_from``'s."""
+    if not _granted(reply):
+        return answer_from(ref.job_id, reply)
+    try:
+        (_, now_text, ns, key, claimed_at, fp, created_at, origin, trace, notices,
+         rv) = _text_reply(reply).split(_SEP, 10)  # fmt: skip
+        now = int(now_text)
+        job = JobRow(
+            job_id=ref.job_id,
+            namespace=ns,
+            key=key,
+            state=completion.state,
+            fence=ref.fence,
+            owner_attempt=ref.attempt_id,
+            claimed_at=_opt_int(claimed_at or None),
+            lease_until=None,
+            fingerprint=fp,
+            result_version=rv or None,
+            result=completion.result,
+            error=completion.error,
+            retryable=completion.retryable,
+            created_at=int(created_at),
+            updated_at=now,
+            finished_at=now,
+            retain_until=now + completion.retention_us,
+            outputs="[]",
+            origin=origin or None,
+            trace=trace or None,
+            watchers="{}",
+            notices=_notices(notices) if notices else "[]",
+        )
+        return StoreAnswer(ok=True, job=job, now=now)
+    except (ValueError, IndexError, TypeError) as exc:
+        raise _malformed(ref.job_id, reply, exc) from exc
+
+
+def _granted(reply: object) -> bool:
+    return reply[:2] == b"1\x1f" if isinstance(reply, bytes) else str(reply)[:2] == "1\x1f"
+
+
+def _text_reply(reply: object) -> str:
+    if isinstance(reply, bytes):
+        return reply.decode("utf-8")
+    if not isinstance(reply, str):  # str on a client with decode_responses=True
+        raise TypeError(f"expected text, got {type(reply).__name__}")
+    return reply
 
 
 def status_from(job_id: str, reply: object) -> StoreStatus | None:
@@ -116,7 +216,7 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
         outputs=outputs or "[]",
         origin=origin,
         watchers="{}" if watchers is None else _watchers(watchers),
-        notices="[]" if notices is None else _dump([_notice(n) for n in json.loads(notices)]),
+        notices="[]" if notices is None else _notices(notices),
         trace=trace,
     )
 
@@ -124,6 +224,10 @@ def _job(job_id: str, values: list[Any]) -> JobRow:
 def _watchers(stored: str) -> str:
     """The port's ``{id: target}`` from the stored ``[[id, target JSON text], ...]``."""
     return _dump({watch_id: json.loads(target) for watch_id, target in json.loads(stored)})
+
+
+def _notices(stored: str) -> str:
+    return _dump([_notice(n) for n in json.loads(stored)])
 
 
 _NUMBERS = ("fence", "attempts", "due", "lease_until", "created_at", "settled_at")

@@ -51,6 +51,8 @@ from ._purge import Purge, purge_args
 from ._rows import (
     FIELD_NAMES,
     answer_from,
+    claimed_from,
+    finished_from,
     job_notices_from,
     leased_from,
     settled_from,
@@ -150,7 +152,7 @@ class RedisStore:
             keys = outbox_keys(request.namespace)
             self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
         args = claim_args(request, token, indexed=self._indexed)
-        return answer_from(job_id, self._run(Op.CLAIM, job_id, *args))
+        return claimed_from(request, self._run(Op.CLAIM, job_id, *args))
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -162,7 +164,7 @@ class RedisStore:
 
     def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         args = finish_args(ref, completion, indexed=self._indexed)
-        return answer_from(ref.job_id, self._run(Op.FINISH, ref.job_id, args))
+        return finished_from(ref, completion, self._run(Op.FINISH, ref.job_id, args))
 
     def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, self._run(Op.STATUS, job_id))
@@ -359,7 +361,7 @@ class AsyncRedisStore:
             keys = outbox_keys(request.namespace)
             await self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
         args = claim_args(request, token, indexed=self._indexed)
-        return answer_from(job_id, await self._run(Op.CLAIM, job_id, *args))
+        return claimed_from(request, await self._run(Op.CLAIM, job_id, *args))
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = await self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -371,7 +373,8 @@ class AsyncRedisStore:
 
     async def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
         args = finish_args(ref, completion, indexed=self._indexed)
-        return answer_from(ref.job_id, await self._run(Op.FINISH, ref.job_id, args))
+        reply = await self._run(Op.FINISH, ref.job_id, args)
+        return finished_from(ref, completion, reply)
 
     async def status(self, job_id: str) -> StoreStatus | None:
         return status_from(job_id, await self._run(Op.STATUS, job_id))

@@ -16,24 +16,39 @@ end
 err = err ~= '' and err
 retention = tonumber(retention)
 local retain_until = now + retention
-local new = changed(job, {
-  [STATE] = state, [LEASE_UNTIL] = false, [RESULT] = result ~= '' and result,
-  [ERROR] = err, [RETRYABLE] = retryable ~= '' and retryable, [UPDATED_AT] = us(now),
-  [FINISHED_AT] = us(now), [RETAIN_UNTIL] = us(retain_until), [OUTPUTS] = false,
-})
+local at = us(now)
+-- The fields a finish changes, written directly (save would compare all of them); what
+-- it clears goes after the HSET (see save).
+local set = {'state', state, 'updated_at', at, 'finished_at', at, 'retain_until', us(retain_until)}
+local clear = {'lease_until'} -- a processing job always has one
+local function put(i, value)
+  if value then
+    set[#set + 1] = FIELDS[i]
+    set[#set + 1] = value
+  elseif job[i] then
+    clear[#clear + 1] = FIELDS[i]
+  end
+end
+put(RESULT, result ~= '' and result)
+put(ERROR, err)
+put(RETRYABLE, retryable ~= '' and retryable)
+put(OUTPUTS, false)
+local notices = job[NOTICES]
 local ob = job[WATCHERS] and outbox()
 if ob then
-  new[WATCHERS] = false
-  new[NOTICES] = ob.finish_notices(job[NOTICES], job[WATCHERS], job[FENCE], state, err, now)
+  put(WATCHERS, false)
+  notices = ob.finish_notices(job[NOTICES], job[WATCHERS], job[FENCE], state, err, now)
+  put(NOTICES, notices)
 end
-save(new, job)
+redis.call('HSET', KEYS[1], unpack(set))
+redis.call('HDEL', KEYS[1], unpack(clear))
 if ob and indexed == '1' then
-  ob.index_notices(job[NS], string.match(KEYS[1], '{(%x+)}'), cjson.decode(new[NOTICES]))
+  ob.index_notices(job[NS], string.match(KEYS[1], '{(%x+)}'), cjson.decode(notices))
 end
 
 -- The owner's attempt is running (see claim.lua): end it.
 local prefix = job[FENCE] .. ':'
-local history = {prefix .. 'outcome', outcome, prefix .. 'end', us(now)}
+local history = {prefix .. 'outcome', outcome, prefix .. 'end', at}
 if err then
   table.insert(history, prefix .. 'error')
   table.insert(history, err)
@@ -52,8 +67,13 @@ redis.call('HSET', KEYS[2], unpack(history))
 local function ms_not_before(t)
   return us(math.floor((t + 999) / 1000))
 end
-if not notice_pending(new[NOTICES]) then
+if not notice_pending(notices) then
   redis.call('PEXPIREAT', KEYS[1], ms_not_before(retain_until))
   redis.call('PEXPIREAT', KEYS[2], ms_not_before(retain_until + retention))
 end
-return answer(1, now, new)
+-- The caller knows the rest of the finished row from its reference and completion
+-- (rill_executor.store.finished_row): the result is not sent back.
+return table.concat({
+  1, at, job[NS], job[KEY], job[CLAIMED_AT] or '', job[FP], job[CREATED_AT],
+  job[ORIGIN] or '', job[TRACE] or '', notices or '', job[RV] or '',
+}, SEP)
