@@ -100,6 +100,8 @@ class RedisStore:
     adapter's (see ``_client``).
     """
 
+    kind = "redis"  # what telemetry calls the store
+
     def __init__(
         self,
         client: SyncClient,
@@ -308,6 +310,8 @@ class AsyncRedisStore:
     the deployment with a short-lived synchronous client when the store is opened by URL;
     otherwise call ``await store.check_durability()``.
     """
+
+    kind = "redis"  # what telemetry calls the store
 
     def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
         self.client = client
