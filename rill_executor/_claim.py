@@ -73,6 +73,10 @@ class _ClaimBase:
         return self._ref.job_id
 
     @property
+    def _store_kind(self) -> str:
+        return self._core.store_kind
+
+    @property
     def lost(self) -> bool:
         """True once this attempt is known to no longer own the job."""
         return self._lost
@@ -135,7 +139,7 @@ class Claim(_ClaimBase):
     ) -> None:
         super().__init__(core, row)
         self._store = store
-        self.outputs = ClaimOutputs(self, outputs)
+        self.outputs = ClaimOutputs(self, self._register_output, store.store_id, outputs)
         """Write output objects under this claim: ``claim.outputs.put(name, data)``."""
 
     def heartbeat(self, lease: Seconds | None = None) -> datetime:
@@ -180,7 +184,7 @@ class AsyncClaim(_ClaimBase):
     ) -> None:
         super().__init__(core, row)
         self._store = store
-        self.outputs = AsyncClaimOutputs(self, outputs)
+        self.outputs = AsyncClaimOutputs(self, self._register_output, store.store_id, outputs)
 
     @classmethod
     def resume(

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
 from . import _telemetry as telemetry
 from ._errors import ConfigError, UsageError
 from ._keys import attempt_object_key, validate_output_name, validate_store_id
 from ._outputs import OutputData, OutputStore, StoredObject
 from ._records import OutputRef
-
-if TYPE_CHECKING:
-    from ._claim import AsyncClaim, Claim
 
 __all__ = ["AsyncClaimOutputs", "ClaimOutputs"]
 
@@ -77,11 +73,19 @@ def _put(store: OutputStore, key: str, data: OutputData) -> StoredObject:
 
 
 class ClaimOutputs(_OutputsBase):
-    def __init__(self, claim: Claim, store: OutputStore | None) -> None:
+    """``register`` is the claim's fenced registration; ``store_id`` its job store's."""
+
+    def __init__(
+        self,
+        claim: telemetry.Attempt,
+        register: Callable[[str], None],
+        store_id: Callable[[], str],
+        store: OutputStore | None,
+    ) -> None:
         super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
         self._claim = claim
-        self._register: Callable[[str], None] = claim._register_output
-        self._store_id: Callable[[], str] = claim._store.store_id
+        self._register = register
+        self._store_id = store_id
 
     def put(self, name: str, data: OutputData) -> OutputRef:
         """Register, then write ``data`` as output ``name``; raises ``StaleAttempt`` (and
@@ -95,14 +99,22 @@ class ClaimOutputs(_OutputsBase):
 
 
 class AsyncClaimOutputs(_OutputsBase):
-    def __init__(self, claim: AsyncClaim, store: OutputStore | None) -> None:
+    def __init__(
+        self,
+        claim: telemetry.Attempt,
+        register: Callable[[str], Awaitable[None]],
+        store_id: Callable[[], Awaitable[str]],
+        store: OutputStore | None,
+    ) -> None:
         super().__init__(store, claim.namespace, claim.job_id, claim.attempt_id)
         self._claim = claim
+        self._register = register
+        self._store_id = store_id
 
     async def put(self, name: str, data: OutputData) -> OutputRef:
-        store, key, intent = self._intent(name, await self._claim._store.store_id())
+        store, key, intent = self._intent(name, await self._store_id())
         with telemetry.output_put(self._claim, name) as span:
-            await self._claim._register_output(intent)
+            await self._register(intent)
             stored = await asyncio.to_thread(_put, store, key, data)
             telemetry.output_written(span, stored.size)
         return self._written(name, key, stored)

@@ -13,9 +13,11 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
-from opentelemetry import context, metrics, trace
+from opentelemetry import context, metrics, propagate, trace
 from opentelemetry.trace import (
     INVALID_SPAN,
     Link,
@@ -30,13 +32,11 @@ from opentelemetry.trace import (
 )
 
 from ._errors import HandedOff, StaleAttempt
+from ._housekeeping import CollectReport
 from ._keys import job_id
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
 from ._store import ClaimRequest
-
-if TYPE_CHECKING:
-    from ._claim import _ClaimBase
 
 __all__ = [
     "SCOPE",
@@ -156,6 +156,23 @@ def _fail(span: Span, exc: BaseException) -> None:
         span.set_attribute("error.type", type(exc).__qualname__)
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, type(exc).__qualname__))
+
+
+class Attempt(Protocol):
+    """What spans and metrics read of a claim (``Claim`` and ``AsyncClaim`` are ones)."""
+
+    namespace: str
+    lease_expires_at: datetime
+    _span: Span  # the call's run span: where its heartbeats are events
+
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def attempt_id(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    @property
+    def _store_kind(self) -> str: ...
 
 
 class _Switch:
@@ -294,7 +311,7 @@ class _Op:
         operation: str,
         kind: str,
         attributes: Mapping[str, Any],
-        claim: _ClaimBase | None = None,
+        claim: Attempt | None = None,
     ) -> None:
         self.operation, self.kind, self.claim = operation, kind, claim
         span = tracer.start_span(f"rill.{operation}", kind=SpanKind.CLIENT)
@@ -373,7 +390,7 @@ def claimed(span: Span, namespace: str, outcome: object, handler: str | None) ->
             )
 
 
-def fenced(claim: _ClaimBase, operation: str, exc: StaleAttempt, span: Span | None) -> None:
+def fenced(claim: Attempt, operation: str, exc: StaleAttempt, span: Span | None) -> None:
     """Count a write refused by the fence, with its reason; note it on ``span``."""
     fenced_writes.add(
         1,
@@ -387,7 +404,7 @@ def fenced(claim: _ClaimBase, operation: str, exc: StaleAttempt, span: Span | No
         span.set_attributes({"rill.write.outcome": "fenced", "rill.fence.reason": exc.reason})
 
 
-def write_span(claim: _ClaimBase, operation: str) -> _Op | _Off:
+def write_span(claim: Attempt, operation: str) -> _Op | _Off:
     """A fenced write of ``claim`` (commit, fail, output registration)."""
     if not enabled():
         return _OFF
@@ -397,17 +414,17 @@ def write_span(claim: _ClaimBase, operation: str) -> _Op | _Off:
         "rill.attempt.id": claim.attempt_id,
         "rill.attempt.fence": claim.fence,
     }
-    return _Op(operation, claim._core.store_kind, attributes, claim)
+    return _Op(operation, claim._store_kind, attributes, claim)
 
 
 @contextmanager
-def heartbeat(claim: _ClaimBase) -> Iterator[None]:
+def heartbeat(claim: Attempt) -> Iterator[None]:
     """A heartbeat: not a span, but an event on the run span (``rill.heartbeat``, or
     ``rill.heartbeat.lost`` with the reason when the fence refused it)."""
     if not enabled():
         yield
         return
-    kind, started = claim._core.store_kind, time.perf_counter()
+    kind, started = claim._store_kind, time.perf_counter()
     try:
         yield
     except StaleAttempt as exc:
@@ -431,15 +448,7 @@ def too_large(namespace: str) -> None:
         results_too_large.add(1, {"rill.namespace": namespace})
 
 
-# -- outputs, callbacks and the engine's trace ----
-
-# Imported here, with the functions that need them, to leave the section above as it is.
-from urllib.parse import urlsplit  # noqa: E402
-
-from opentelemetry import propagate  # noqa: E402
-
-if TYPE_CHECKING:
-    from ._housekeeping import CollectReport
+# -- outputs, callbacks and the engine's trace -------------------------------------------
 
 
 def remote_context(headers: Mapping[str, str]) -> context.Context | None:
@@ -517,7 +526,7 @@ def delivered(
 
 
 @contextmanager
-def output_put(claim: _ClaimBase, name: str) -> Iterator[Span]:
+def output_put(claim: Attempt, name: str) -> Iterator[Span]:
     """An output written under ``claim`` (``rill.output.put``): its fenced registration, then
     the object; a registration the fence refused is counted and noted as a commit's is."""
     span = tracer.start_span("rill.output.put", kind=SpanKind.INTERNAL)
