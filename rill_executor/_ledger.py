@@ -760,10 +760,15 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         return await drive_async(call(self._core, spec, args, kwargs, options), self._perform)
 
     async def _run_claimed(
-        self, spec: IdempotentSpec, claim: AsyncClaim, args: tuple[Any, ...]
+        self,
+        spec: IdempotentSpec,
+        claim: AsyncClaim,
+        args: tuple[Any, ...],
+        run: telemetry.Run | None = None,
     ) -> Any:
-        """The handler under a claim already made, as a decorated call runs it."""
-        return await drive_async(resumed(self._core, spec, claim, args), self._perform)
+        """The handler under a claim already made, as a decorated call runs it; ``run``
+        is the span the claim was made under, if the caller opened one."""
+        return await drive_async(resumed(self._core, spec, claim, args, run), self._perform)
 
     async def _perform(self, action: Action) -> Any:
         match action:

@@ -188,10 +188,19 @@ def running(
     return result
 
 
-def resumed(core: LedgerCore, spec: IdempotentSpec, claim: AnyClaim, args: tuple[Any, ...]) -> Step:
-    """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it."""
-    with telemetry.Run(spec.name, core.namespace, claim.key).current() as run:
+def resumed(
+    core: LedgerCore,
+    spec: IdempotentSpec,
+    claim: AnyClaim,
+    args: tuple[Any, ...],
+    run: telemetry.Run | None = None,
+) -> Step:
+    """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it;
+    ``run`` is the span the claim was made under, if the caller opened one."""
+    if run is None:
+        run = telemetry.Run(spec.name, core.namespace, claim.key)
         run.claimed(claim)
+    with run:
         return (yield from running(spec, claim, args, {}, run))
 
 

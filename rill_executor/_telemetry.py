@@ -208,10 +208,11 @@ class _Scope:
     """``span`` as the current span while the block runs (if it is traced), then ended; an
     exception is recorded on it."""
 
-    __slots__ = ("span", "token")
+    __slots__ = ("end", "span", "token")
 
-    def __init__(self, span: Span) -> None:
+    def __init__(self, span: Span, *, end: bool = True) -> None:
         self.span = span
+        self.end = end  # False: the span goes on after the block (ended by its owner)
         self.token: object = None
 
     def __enter__(self) -> Span:
@@ -224,7 +225,8 @@ class _Scope:
             _fail(self.span, exc)
         if self.token is not None:
             context.detach(self.token)  # type: ignore[arg-type]
-        self.span.end()
+        if self.end:
+            self.span.end()
 
 
 class Run:
@@ -258,6 +260,15 @@ class Run:
 
     def current(self) -> Run:
         return self
+
+    def meanwhile(self) -> _Scope:
+        """The run's span current for a block, without ending it: the claim of an async
+        dispatch, whose handler runs (and ends the span) later, in a task of its own."""
+        return _Scope(self.span, end=False)
+
+    def end(self) -> None:
+        """End the span of a run whose claim answered without running the handler."""
+        self.span.end()
 
     @property
     def traceparent(self) -> str | None:

@@ -189,24 +189,33 @@ class RillFlowExecutor:
         """The async pattern: claim with a watch on the engine task, answer at once."""
         assert dispatch.callback_url is not None  # parse_dispatch checked it
         key, fingerprint, version = task.spec.identity((payload, dispatch), {})
+        # The run's span is the attempt's: the claim keeps it, the handler's task ends it.
+        run = telemetry.Run(task.spec.name, self.ledger.namespace, key)
         try:
-            outcome = await self.ledger.claim(
-                key,
-                fingerprint=fingerprint,
-                result_version=version,
-                attempt_id=dispatch.new_attempt_id(),
-                origin=dispatch.origin(),
-                watch=Watch(dispatch.task, _target(dispatch)),
-            )
+            with run.meanwhile():
+                outcome = await self.ledger.claim(
+                    key,
+                    fingerprint=fingerprint,
+                    result_version=version,
+                    attempt_id=dispatch.new_attempt_id(),
+                    origin=dispatch.origin(),
+                    watch=Watch(dispatch.task, _target(dispatch)),
+                    trace=run.traceparent,
+                )
+                run.claimed(outcome)
         except StoreError as exc:
+            run.end()
             return JSONResponse(failed(type(exc).__name__, str(exc)), status_code=503)
         except RillExecutorError as exc:
+            run.end()
             return _bad(exc)
+        if not isinstance(outcome, AsyncClaim):
+            run.end()
         if isinstance(outcome, Conflict):
             error: KeyConflict = outcome.error()
             return JSONResponse(failed("KeyConflict", str(error)), status_code=409)
         if isinstance(outcome, AsyncClaim):
-            self._start(task, outcome, (payload, dispatch))
+            self._start(task, outcome, (payload, dispatch), run)
             state = "accepted"
         elif isinstance(outcome, InProgress):
             state = "joined"  # the running attempt's finish will notify this task too
@@ -215,12 +224,14 @@ class RillFlowExecutor:
             state = "replayed"
         return JSONResponse({"result_type": "SUCCESS", "state": state, "key": key})
 
-    def _start(self, task: Task, claim: AsyncClaim, args: tuple[Any, ...]) -> None:
+    def _start(
+        self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: telemetry.Run
+    ) -> None:
         async def run() -> None:
             # A failure is recorded as the attempt's outcome and reported by the callback.
             with contextlib.suppress(Exception):
                 try:
-                    await self.ledger._run_claimed(task.spec, claim, args)
+                    await self.ledger._run_claimed(task.spec, claim, args, span)
                 except HandedOff:
                     await self._handoffs.handed_off(claim)
             self.deliverer.wake()

@@ -129,10 +129,16 @@ def test_an_async_dispatch_and_its_callback_join_the_engine_trace(
     _ended(engine, otel, server_span, "rill.callback")
     claim, run = otel.span("rill.claim"), otel.span("rill.run transcode")
     callback = otel.span("rill.callback")
-    _under_engine(otel, claim, server_span)  # answered with the acknowledgement
-    _under_engine(otel, run, server_span)  # the handler, after the answer
+    # One run span: opened for the claim answered with the acknowledgement, ended by the
+    # handler's task after it; the attempt's record keeps it.
+    _under_engine(otel, run, server_span)
+    for name in ("rill.claim", "rill.commit"):
+        assert _parent(otel.span(name)) == f"{run.context.span_id:016x}", name
+    assert run.attributes["rill.claim.outcome"] == "claimed"  # type: ignore[index]
+    assert run.attributes["rill.outcome"] == "succeeded"  # type: ignore[index]
+    assert claim.end_time is not None and run.end_time is not None
+    assert claim.end_time < run.end_time
     _is_engine_child(callback)  # the notice's traceparent: sent by the deliverer's own task
-    assert _parent(otel.span("rill.commit")) == f"{run.context.span_id:016x}"
     assert {f"{s.context.trace_id:032x}" for s in otel.spans()} == {TRACE_ID}
     assert callback.kind is SpanKind.CLIENT
     assert dict(callback.attributes or {}) == {
@@ -201,7 +207,7 @@ def test_a_dispatch_without_traceparent_is_no_ones_child(
     assert engine.wait_for(execution, "transcode").status is TaskStatus.SUCCEED
     _ended(engine, otel, server_span, "rill.callback")
     roots = {s.name for s in otel.spans() if s.parent is None}
-    executor_roots = {"POST /transcode"} if server_span else {"rill.claim", "rill.run transcode"}
+    executor_roots = {"POST /transcode"} if server_span else {"rill.run transcode"}
     assert roots == {*executor_roots, "rill.callback"}
     callback = otel.span("rill.callback")
     (received,) = engine.callbacks(execution, "transcode")
@@ -210,3 +216,21 @@ def test_a_dispatch_without_traceparent_is_no_ones_child(
     flags = f"{int(context.trace_flags):02x}"  # sampled, and a random trace id (W3C level 2)
     assert received.headers["traceparent"] == f"00-{trace_id}-{span_id}-{flags}"
     assert "tracestate" not in received.headers  # the input's went only to the dispatch
+
+
+def test_a_second_execution_of_the_same_work_is_linked_to_the_run_that_did_it(
+    running: str, engine: EngineSimulator, otel: Otel, server_span: bool
+) -> None:
+    first = engine.submit(_task(running, Pattern.TASK_ASYNC), traceparent=TRACEPARENT)
+    assert engine.wait_for(first, "transcode").status is TaskStatus.SUCCEED
+    _ended(engine, otel, server_span, "rill.callback")
+    (worked,) = [s for s in otel.spans() if s.name == "rill.run transcode"]
+    again = engine.submit(_task(running, Pattern.TASK_ASYNC))  # another trace
+    assert engine.wait_for(again, "transcode").status is TaskStatus.SUCCEED
+    engine.wait_until(lambda: len([s for s in otel.spans() if s.name == "rill.callback"]) == 2)
+    replayed = next(s for s in otel.spans() if s.name == "rill.run transcode" and s is not worked)
+    assert replayed.attributes["rill.claim.outcome"] == "replay"  # type: ignore[index]
+    assert replayed.context.trace_id != worked.context.trace_id
+    (link,) = replayed.links
+    assert link.context.span_id == worked.context.span_id
+    assert link.context.trace_id == worked.context.trace_id
