@@ -764,7 +764,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         spec: IdempotentSpec,
         claim: AsyncClaim,
         args: tuple[Any, ...],
-        run: telemetry.Run | None = None,
+        run: telemetry.RunSpan | None = None,
     ) -> Any:
         """The handler under a claim already made, as a decorated call runs it; ``run``
         is the span the claim was made under, if the caller opened one."""

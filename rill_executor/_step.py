@@ -136,7 +136,7 @@ def call(
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
     waiter = Waiter(spec.wait)
-    with telemetry.Run(spec.name, core.namespace, key).current() as run:
+    with telemetry.RunSpan(spec.name, core.namespace, key) as run:
         while True:
             request = core.claim_request(
                 key,
@@ -164,7 +164,7 @@ def running(
     claim: AnyClaim,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    run: telemetry.Run,
+    run: telemetry.RunSpan,
 ) -> Step:
     """The handler under a claim already made: its result committed, or its failure."""
     run.running()
@@ -193,12 +193,12 @@ def resumed(
     spec: IdempotentSpec,
     claim: AnyClaim,
     args: tuple[Any, ...],
-    run: telemetry.Run | None = None,
+    run: telemetry.RunSpan | None = None,
 ) -> Step:
     """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it;
     ``run`` is the span the claim was made under, if the caller opened one."""
     if run is None:
-        run = telemetry.Run(spec.name, core.namespace, claim.key)
+        run = telemetry.RunSpan(spec.name, core.namespace, claim.key)
         run.claimed(claim)
     with run:
         return (yield from running(spec, claim, args, {}, run))

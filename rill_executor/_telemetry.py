@@ -40,7 +40,7 @@ from ._store import ClaimRequest
 
 __all__ = [
     "SCOPE",
-    "Run",
+    "RunSpan",
     "claim_outcome",
     "claim_span",
     "claimed",
@@ -229,7 +229,7 @@ class _Scope:
             self.span.end()
 
 
-class Run:
+class RunSpan:
     """The span of one decorated call (``rill.run {handler}``) and its handler's metrics;
     a context manager that makes it the current span."""
 
@@ -251,15 +251,12 @@ class Run:
         self.scope = _Scope(self.span)
         self.started = 0.0
 
-    def __enter__(self) -> Run:
+    def __enter__(self) -> RunSpan:
         self.scope.__enter__()
         return self
 
     def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
         self.scope.__exit__(t, exc, tb)
-
-    def current(self) -> Run:
-        return self
 
     def meanwhile(self) -> _Scope:
         """The run's span current for a block, without ending it: the claim of an async

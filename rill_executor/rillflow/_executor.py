@@ -190,7 +190,7 @@ class RillFlowExecutor:
         assert dispatch.callback_url is not None  # parse_dispatch checked it
         key, fingerprint, version = task.spec.identity((payload, dispatch), {})
         # The run's span is the attempt's: the claim keeps it, the handler's task ends it.
-        run = telemetry.Run(task.spec.name, self.ledger.namespace, key)
+        run = telemetry.RunSpan(task.spec.name, self.ledger.namespace, key)
         try:
             with run.meanwhile():
                 outcome = await self.ledger.claim(
@@ -225,7 +225,7 @@ class RillFlowExecutor:
         return JSONResponse({"result_type": "SUCCESS", "state": state, "key": key})
 
     def _start(
-        self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: telemetry.Run
+        self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: telemetry.RunSpan
     ) -> None:
         async def run() -> None:
             # A failure is recorded as the attempt's outcome and reported by the callback.
