@@ -1,8 +1,8 @@
 """The OpenTelemetry SDK with in-memory exporters, for the tracing tests.
 
-A process has one global tracer and meter provider, so they are installed once, by the first
-test that asks for ``otel``; spans are kept only while such a test runs, and metric points
-are deltas since the test began.
+A tracing test (one that asks for ``otel``) runs with the SDK's providers set, and unset
+again after it; its spans are kept only while it runs, and metric points are deltas since
+it began.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import metrics, trace
+from opentelemetry.metrics import _internal as metrics_api
 from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -23,6 +24,9 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.util._once import Once
+
+from rill_executor import _telemetry as telemetry
 
 
 class _Gated(SimpleSpanProcessor):
@@ -40,6 +44,8 @@ class Otel:
     spans_exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     gate: _Gated
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
     seen: dict[tuple[str, tuple[tuple[str, Any], ...]], float] = field(default_factory=dict)
 
     def spans(self) -> list[ReadableSpan]:
@@ -67,25 +73,36 @@ class Otel:
 
 @functools.cache
 def _install() -> Otel:
-    """The SDK as the process's providers; once, since OpenTelemetry allows only that."""
+    """The SDK's providers, made once per process and set for each tracing test."""
     exporter = InMemorySpanExporter()
     gate = _Gated(exporter)
     provider = TracerProvider()
     provider.add_span_processor(gate)
-    trace.set_tracer_provider(provider)
     reader = InMemoryMetricReader(
         preferred_temporality={
             Counter: AggregationTemporality.DELTA,
             Histogram: AggregationTemporality.DELTA,
         }
     )
-    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
-    return Otel(exporter, reader, gate)
+    return Otel(exporter, reader, gate, provider, MeterProvider(metric_readers=[reader]))
+
+
+def _unset() -> None:
+    """No SDK, as before the test: OpenTelemetry sets its providers only once a process, so
+    this resets its globals as its own test utilities do (``reset_trace_globals``); the
+    rest of the suite then runs without an SDK, at the cost it has in a real service."""
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    metrics_api._METER_PROVIDER_SET_ONCE = Once()
+    metrics_api._METER_PROVIDER = None
+    telemetry.enabled.on = False
 
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
     installed = _install()
+    trace.set_tracer_provider(installed.tracer_provider)
+    metrics.set_meter_provider(installed.meter_provider)
     installed.spans_exporter.clear()
     installed.reader.get_metrics_data()  # the points so far: the test sees only its own
     installed.seen.clear()
@@ -94,3 +111,4 @@ def otel() -> Iterator[Otel]:
         yield installed
     finally:
         installed.gate.open = False
+        _unset()
