@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
 .PHONY: demo test lint bench bench-gc
@@ -28,8 +29,9 @@ test: lint
 bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-bench.txt
 	$(BIN)/python benchmarks/bench_sql.py
-	$(BIN)/python benchmarks/bench_redis.py
+	$(BIN)/python benchmarks/bench_redis.py --url $(BENCH_REDIS)
 	$(BIN)/python benchmarks/bench_decorator.py
+	$(BIN)/python benchmarks/bench_tracing.py
 
 bench-gc: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_gc.py $(GC_ARGS)
