@@ -200,7 +200,9 @@ def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
 ) -> None:
     """The engine timed the task out and waits to retry it: the callback is answered
     "attempt finish wrong task"; the retry is answered from the stored result."""
-    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.0, timeout=0.4)
+    # The first dispatch times out (1.0 s) while the handler (1.5 s) runs; the retry, 2.5 s
+    # later, is answered from the stored result well inside its own 1.0 s.
+    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1.0)
     execution = engine.submit(task)
     view = engine.wait_for(execution, "encode", timeout=30)
     assert view.status is TaskStatus.SUCCEED, view
@@ -240,7 +242,10 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
     front = CuttingProxy("127.0.0.1", zombie.port)
     try:
         with EngineSimulator() as engine:
-            task, key = segment(f"http://127.0.0.1:{front.port}", Pattern.TASK_ASYNC, seconds=3.0)
+            # Retries to spare: a loaded machine may answer the redo's dispatch after the
+            # engine's read timeout.
+            url = f"http://127.0.0.1:{front.port}"
+            task, key = segment(url, Pattern.TASK_ASYNC, Retry(2, 0.5), seconds=3.0)
             execution = engine.submit(task)
             deadline = time.monotonic() + 20
             while not zombie.runs():
