@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rill_executor.store import (
@@ -30,6 +30,7 @@ from rill_executor.store import (
     StoreAnswer,
     StoreProtocolError,
     StoreStatus,
+    claimed_row,
 )
 
 __all__ = [
@@ -83,27 +84,10 @@ def claimed_from(request: ClaimRequest, reply: object) -> StoreAnswer:
     try:
         _, now_text, fence, created_at, watchers, notices = _text_reply(reply).split(_SEP)
         now = int(now_text)
-        job = JobRow(
-            job_id=request.job_id,
-            namespace=request.namespace,
-            key=request.key,
-            state=JobState.PROCESSING,
-            fence=int(fence),
-            owner_attempt=request.attempt_id,
-            claimed_at=now,
-            lease_until=now + request.lease_us,
-            fingerprint=request.fingerprint,
-            result_version=request.result_version,
-            result=None,
-            error=None,
-            retryable=None,
+        # The port's rule for a claimed row, with what only the server knows put in.
+        job = replace(
+            claimed_row(None, request, now, last_fence=int(fence) - 1),
             created_at=int(created_at),
-            updated_at=now,
-            finished_at=None,
-            retain_until=None,
-            outputs="[]",
-            origin=request.origin,
-            trace=request.trace,
             watchers=_watchers(watchers) if watchers else "{}",
             notices=_notices(notices) if notices else "[]",
         )
