@@ -1,3 +1,6 @@
+import hashlib
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,3 +44,31 @@ def test_fingerprints_are_canonical() -> None:
     assert fingerprint_of({"a": 1}) != fingerprint_of({"a": 2})
     with pytest.raises(InvalidPayload, match="fingerprint="):
         fingerprint_of(object())
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_a_fingerprint_is_the_sha256_of_the_payloads_sorted_compact_json(payload: object) -> None:
+    # Fingerprints are stored with every job: the definition must never drift, or a
+    # retry after an upgrade would conflict with its own first attempt.
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert fingerprint_of(payload) == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_fingerprint_is_stable_across_releases() -> None:
+    assert fingerprint_of({"video": "A", "segment": 1, "tags": ["é", None, 1.5, True]}) == (
+        hashlib.sha256('{"segment":1,"tags":["é",null,1.5,true],"video":"A"}'.encode()).hexdigest()
+    )
+
+
+def test_a_cyclic_payload_cannot_be_fingerprinted() -> None:
+    payload: dict[str, object] = {}
+    payload["self"] = payload
+    with pytest.raises(InvalidPayload, match="Circular reference"):
+        fingerprint_of(payload)
