@@ -54,10 +54,20 @@ def _unserialisable(value: Any, exc: Exception) -> ResultNotSerializable:
     )
 
 
+# Schemas a value of exactly this type always serialises as, with nothing to refuse.
+_EXACT: dict[str, type] = {"int": int, "str": str, "float": float, "bool": bool, "none": type(None)}
+
+
 def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> bytes:
     """``value`` as JSON of the annotated type; a value of another type is validated first."""
+    serializer = adapter.serializer
     try:
-        return adapter.dump_json(value, warnings="error")
+        kind = adapter.core_schema["type"]
+        if kind == "any" or _EXACT.get(kind) is type(value):
+            # Refusing a mismatch (warnings="error") costs more than the whole dump; here
+            # there is none: Any serialises what it finds, a scalar of its own type is itself.
+            return serializer.to_json(value)
+        return serializer.to_json(value, warnings="error")
     except PydanticSerializationError:
         pass  # not of the annotated type as it stands: does it validate as one?
     except (ValueError, TypeError) as exc:
@@ -70,7 +80,7 @@ def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> 
             f" {expected}: {_first_errors(exc)}. Return a value of the annotated type"
         ) from exc
     try:
-        return adapter.dump_json(value, warnings="error")
+        return serializer.to_json(value, warnings="error")
     except (PydanticSerializationError, ValueError, TypeError) as exc:
         raise _unserialisable(value, exc) from exc
 
@@ -101,7 +111,7 @@ def encode_result(
         )
     if adapter is not None:
         try:
-            adapter.validate_json(raw)
+            adapter.validator.validate_json(raw)
         except ValidationError as exc:
             raise InvalidResult(
                 f"{source} returned a value that would not decode as {expected} once stored"
