@@ -14,8 +14,6 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 
 from ._claim import AsyncClaim, Claim
@@ -27,17 +25,25 @@ log = logging.getLogger("rill_executor")
 
 
 class _Watch:
-    """One claim the scheduler renews; ``stop`` waits out a renewal in flight."""
+    """One claim the scheduler renews, while the block it guards runs; leaving the block
+    waits out a renewal in flight."""
 
-    def __init__(self, claim: Claim, interval: float) -> None:
+    __slots__ = ("busy", "claim", "heartbeats", "interval", "stopped")
+
+    def __init__(self, heartbeats: Heartbeats, claim: Claim, interval: float) -> None:
+        self.heartbeats = heartbeats
         self.claim = claim
         self.interval = interval
         self.stopped = False
         self.busy = threading.Lock()
 
-    def stop(self) -> None:
+    def __enter__(self) -> None:
+        self.heartbeats._schedule(self, started=True)
+
+    def __exit__(self, t: object, e: object, tb: object) -> None:
         with self.busy:
             self.stopped = True
+        self.heartbeats._stopped()
 
 
 class Heartbeats:
@@ -48,23 +54,20 @@ class Heartbeats:
     """
 
     def __init__(self) -> None:
-        self._wake = threading.Condition()
+        self._lock = threading.Lock()  # taken directly on the callers' path: no Python frame
+        self._wake = threading.Condition(self._lock)
         self._due: list[tuple[float, int, _Watch]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        self._running = 0  # watches not stopped yet; the rest of ``_due`` waits to be dropped
 
-    @contextmanager
-    def watch(self, claim: Claim, interval: float) -> Iterator[None]:
-        watch = _Watch(claim, interval)
-        self._schedule(watch)
-        try:
-            yield
-        finally:
-            watch.stop()
+    def watch(self, claim: Claim, interval: float) -> _Watch:
+        return _Watch(self, claim, interval)
 
-    def _schedule(self, watch: _Watch) -> None:
+    def _schedule(self, watch: _Watch, *, started: bool = False) -> None:
         entry = (time.monotonic() + watch.interval, next(self._order), watch)
-        with self._wake:
+        with self._lock:
+            self._running += started
             heapq.heappush(self._due, entry)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -76,6 +79,16 @@ class Heartbeats:
                 # woken: most handlers end long before their first renewal, and a wake-up
                 # (a thread switch) per call would cost more than the handler's claim.
                 self._wake.notify()
+
+    def _stopped(self) -> None:
+        with self._lock:
+            self._running -= 1
+            # A stopped watch stays queued until its renewal falls due. Under many short
+            # calls that is a lease/3's worth of them: drop them once they are most of
+            # the queue, so a push stays cheap and ended claims are not kept alive.
+            if len(self._due) > 64 and len(self._due) > 2 * self._running:
+                self._due = [entry for entry in self._due if not entry[2].stopped]
+                heapq.heapify(self._due)
 
     def _next(self) -> _Watch:
         with self._wake:
