@@ -200,6 +200,8 @@ class _Arguments:
 
     def named(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
         """The arguments by name, or None when the call needs ``bind`` (to say what is wrong)."""
+        if not kwargs and len(args) == len(self.names):  # every argument given by position
+            return dict(zip(self.names, args, strict=True))
         if len(args) > len(self.names):
             return None
         named = dict(zip(self.names, args, strict=False))

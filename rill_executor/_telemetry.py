@@ -229,6 +229,10 @@ class _Scope:
             self.span.end()
 
 
+_NO_SCOPE = _Scope(INVALID_SPAN)  # holds no state for a span that is not traced
+_NO_ATTRIBUTES: dict[str, str] = {}
+
+
 class RunSpan:
     """The span of one decorated call (``rill.run {handler}``) and its handler's metrics;
     a context manager that makes it the current span."""
@@ -236,20 +240,23 @@ class RunSpan:
     __slots__ = ("attributes", "scope", "span", "started")
 
     def __init__(self, handler: str, namespace: str, key: str) -> None:
-        self.attributes = {"rill.namespace": namespace, "rill.handler": handler}
         self.span: Span = INVALID_SPAN
-        if enabled():
-            self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
-            if self.span.is_recording():
-                self.span.set_attributes(
-                    {
-                        **self.attributes,
-                        "rill.job.id": job_id(namespace, key),
-                        "code.function.name": handler,
-                    }
-                )
-        self.scope = _Scope(self.span)
         self.started = 0.0
+        if not enabled():  # nothing to record: the no-op parts every call can share
+            self.attributes = _NO_ATTRIBUTES
+            self.scope = _NO_SCOPE
+            return
+        self.attributes = {"rill.namespace": namespace, "rill.handler": handler}
+        self.span = tracer.start_span(f"rill.run {handler}", kind=SpanKind.INTERNAL)
+        if self.span.is_recording():
+            self.span.set_attributes(
+                {
+                    **self.attributes,
+                    "rill.job.id": job_id(namespace, key),
+                    "code.function.name": handler,
+                }
+            )
+        self.scope = _Scope(self.span)
 
     def __enter__(self) -> RunSpan:
         self.scope.__enter__()
@@ -294,11 +301,11 @@ class RunSpan:
             )
 
     def running(self) -> None:
-        if enabled.on:
+        if self.attributes:
             self.started = time.perf_counter()
 
     def ran(self, exc: BaseException | None, terminal: bool) -> None:
-        if not enabled.on:
+        if not self.attributes:  # telemetry was off when the run began
             return
         outcome = handler_outcome(exc, terminal)
         handler_duration.record(
