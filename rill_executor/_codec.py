@@ -56,16 +56,33 @@ def _unserialisable(value: Any, exc: Exception) -> ResultNotSerializable:
 
 # Schemas a value of exactly this type always serialises as, with nothing to refuse.
 _EXACT: dict[str, type] = {"int": int, "str": str, "float": float, "bool": bool, "none": type(None)}
+_ANY = {"type": "any"}
+
+
+def _as_it_is(schema: Any, value: Any) -> bool:
+    """Whether ``value`` serialises under ``schema`` with no mismatch to refuse: Any takes
+    what it finds, a scalar of its own type is itself, and so is a list of anything or a
+    dict of anything by str keys (``list``, ``dict[str, Any]``)."""
+    kind = schema["type"]
+    if kind == "any":
+        return True
+    if kind == "list":
+        return type(value) is list and schema.get("items_schema", _ANY) == _ANY
+    if kind == "dict":
+        return (
+            type(value) is dict
+            and schema.get("values_schema", _ANY) == _ANY
+            and all(type(k) is str for k in value)
+        )
+    return _EXACT.get(kind) is type(value)
 
 
 def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> bytes:
     """``value`` as JSON of the annotated type; a value of another type is validated first."""
     serializer = adapter.serializer
     try:
-        kind = adapter.core_schema["type"]
-        if kind == "any" or _EXACT.get(kind) is type(value):
-            # Refusing a mismatch (warnings="error") costs more than the whole dump; here
-            # there is none: Any serialises what it finds, a scalar of its own type is itself.
+        if _as_it_is(adapter.core_schema, value):
+            # Refusing a mismatch (warnings="error") costs more than the whole dump.
             return serializer.to_json(value)
         return serializer.to_json(value, warnings="error")
     except PydanticSerializationError:

@@ -16,6 +16,10 @@ CASES = [
     (bool, 1, True),
     (str, "x", "x"),
     (Any, {"a": [1, "b"]}, {"a": [1, "b"]}),
+    (dict[str, Any], {"a": 1}, {"a": 1}),
+    (dict[str, int], {"a": "5"}, {"a": 5}),
+    (list[Any], [1, "x"], [1, "x"]),
+    (list[int], ["5"], [5]),
 ]
 
 
