@@ -64,6 +64,7 @@ from ._records import (
 from ._registry import open_async_store, open_output_store, open_store
 from ._store import AsyncStore, Store
 from ._threaded_store import ThreadedAsyncStore
+from ._version import __version__ as __version__
 
 __all__ = [
     "MemoryOutputStore",
@@ -145,5 +146,3 @@ __all__ = [
     "open_store",
     "raise_for_outcome",
 ]
-
-__version__ = "0.1.0"

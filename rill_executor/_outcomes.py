@@ -50,7 +50,7 @@ class Replay:
         ``UndecodableResult`` for a result stored by a handler with another return type."""
         self.raise_for_failure()
         try:
-            return adapter_for(type_).validate_json(self.result_json or "null")
+            return adapter_for(type_).validator.validate_json(self.result_json or "null")
         except ValidationError as exc:
             name = type_name(type_)
             raise UndecodableResult(

@@ -37,6 +37,7 @@ from ._keys import job_id
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
 from ._store import ClaimRequest
+from ._version import __version__
 
 __all__ = [
     "SCOPE",
@@ -66,9 +67,8 @@ _NO_TRACING = (NoOpTracerProvider, ProxyTracerProvider)
 _NO_METRICS = (metrics.NoOpMeterProvider, getattr(_metrics_api, "_ProxyMeterProvider", type(None)))
 
 SCOPE = "rill_executor"
-_VERSION = "0.1.0"
-tracer = trace.get_tracer(SCOPE, _VERSION)
-meter = metrics.get_meter(SCOPE, _VERSION)
+tracer = trace.get_tracer(SCOPE, __version__)
+meter = metrics.get_meter(SCOPE, __version__)
 
 claims = meter.create_counter("rill.claims", "{claim}", "Claims, by outcome")
 takeovers = meter.create_counter(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -100,6 +101,10 @@ def test_a_fresh_run_is_a_run_span_with_its_claim_and_commit(otel: Otel, ledger:
         "rill.write.outcome": "written",
     }
     assert run.status.status_code is StatusCode.UNSET and run.links == ()
+    scopes = {s.instrumentation_scope for s in otel.spans() if s.name.startswith("rill.")}
+    assert {(s.name, s.version) for s in scopes if s} == {
+        ("rill_executor", version("rill-executor"))
+    }
     assert attempt.trace == _tp(run)  # the attempt's record keeps its span
     assert otel.points("rill.claims") == [
         ({"rill.namespace": "media", "rill.claim.outcome": "claimed", "rill.handler": NAME}, 1)
