@@ -15,9 +15,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
-from opentelemetry import context, metrics, propagate, trace
+from opentelemetry import context, metrics, trace
 from opentelemetry.trace import (
     INVALID_SPAN,
     Link,
@@ -42,6 +41,7 @@ from ._version import __version__
 __all__ = [
     "SCOPE",
     "RunSpan",
+    "Scope",
     "claim_outcome",
     "claim_span",
     "claimed",
@@ -82,9 +82,6 @@ fenced_writes = meter.create_counter(
 )
 results_too_large = meter.create_counter(
     "rill.results_too_large", "{result}", "Results refused for their size"
-)
-callbacks = meter.create_counter(
-    "rill.callbacks", "{callback}", "Completion callbacks sent to the engine, by classification"
 )
 store_duration = meter.create_histogram(
     "rill.store.operation.duration", "s", "Store round trips, by operation and store kind"
@@ -204,7 +201,7 @@ class _Switch:
 enabled = _Switch()
 
 
-class _Scope:
+class Scope:
     """``span`` as the current span while the block runs (if it is traced), then ended; an
     exception is recorded on it."""
 
@@ -229,7 +226,7 @@ class _Scope:
             self.span.end()
 
 
-_NO_SCOPE = _Scope(INVALID_SPAN)  # holds no state for a span that is not traced
+_NO_SCOPE = Scope(INVALID_SPAN)  # holds no state for a span that is not traced
 _NO_ATTRIBUTES: dict[str, str] = {}
 
 
@@ -256,7 +253,7 @@ class RunSpan:
                     "code.function.name": handler,
                 }
             )
-        self.scope = _Scope(self.span)
+        self.scope = Scope(self.span)
 
     def __enter__(self) -> RunSpan:
         self.scope.__enter__()
@@ -265,10 +262,10 @@ class RunSpan:
     def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
         self.scope.__exit__(t, exc, tb)
 
-    def meanwhile(self) -> _Scope:
+    def meanwhile(self) -> Scope:
         """The run's span current for a block, without ending it: the claim of an async
         dispatch, whose handler runs (and ends the span) later, in a task of its own."""
-        return _Scope(self.span, end=False)
+        return Scope(self.span, end=False)
 
     def end(self) -> None:
         """End the span of a run whose claim answered without running the handler."""
@@ -332,7 +329,7 @@ class _Op:
         span = tracer.start_span(f"rill.{operation}", kind=SpanKind.CLIENT)
         if span.is_recording():
             span.set_attributes({**attributes, "rill.store.kind": kind})
-        self.scope = _Scope(span)
+        self.scope = Scope(span)
         self.started = time.perf_counter()
 
     def __enter__(self) -> Span:
@@ -365,7 +362,6 @@ class _Off:
 
 
 _OFF = _Off()
-_current = _Scope  # ``with _current(span):`` — the span current for the block, then ended
 
 
 def store_span(operation: str, kind: str, attributes: Mapping[str, Any]) -> _Op | _Off:
@@ -463,81 +459,7 @@ def too_large(namespace: str) -> None:
         results_too_large.add(1, {"rill.namespace": namespace})
 
 
-# -- outputs, callbacks and the engine's trace -------------------------------------------
-
-
-def remote_context(headers: Mapping[str, str]) -> context.Context | None:
-    """The context of the caller's span in W3C ``headers`` (``traceparent``, ``tracestate``),
-    to serve its request under; None when there is nothing to join: no valid caller, or a
-    span already current (the application's HTTP server span, itself the caller's child)."""
-    if trace.get_current_span().get_span_context().is_valid:
-        return None
-    found = propagate.extract(trace_headers(headers), context=context.Context())
-    return found if trace.get_current_span(found).get_span_context().is_valid else None
-
-
-@contextmanager
-def joined(headers: Mapping[str, str]) -> Iterator[None]:
-    """Serve a request as a child of the caller's span (see ``remote_context``)."""
-    found = remote_context(headers)
-    token = None if found is None else context.attach(found)
-    try:
-        yield
-    finally:
-        if token is not None:
-            context.detach(token)
-
-
-def trace_headers(carrier: Mapping[str, Any]) -> dict[str, str]:
-    """The ``traceparent`` / ``tracestate`` in ``carrier`` (headers, a notice's target)."""
-    found = {k: carrier.get(k) for k in ("traceparent", "tracestate")}
-    return {k: v for k, v in found.items() if isinstance(v, str) and v}
-
-
-@contextmanager
-def callback_span(
-    namespace: str, job_id: str, url: str, trace_context: Mapping[str, str]
-) -> Iterator[Span]:
-    """One delivery of a completion callback (``rill.callback``), a child of the span the
-    notice's dispatch came from; ``delivered`` puts the answer on it."""
-    parent = propagate.extract(dict(trace_context), context=context.Context())
-    span = tracer.start_span("rill.callback", context=parent, kind=SpanKind.CLIENT)
-    if span.is_recording():
-        span.set_attributes({"rill.namespace": namespace, "rill.job.id": job_id})
-        if host := urlsplit(url).hostname:
-            span.set_attribute("server.address", host)
-    with _current(span):
-        yield span
-
-
-def callback_headers() -> dict[str, str]:
-    """The current span's trace context as headers: the engine sees the callback's caller."""
-    headers: dict[str, str] = {}
-    propagate.inject(headers)
-    return headers
-
-
-def delivered(
-    span: Span,
-    namespace: str,
-    classification: str,
-    status_code: int | None,
-    error_code: str | None,
-    error: str | None,
-) -> None:
-    """Count a callback's answer, by classification; and put it on its span. ``error`` is
-    the ``error.type`` of a delivery that failed (to be tried again, or dropped)."""
-    callbacks.add(1, {"rill.namespace": namespace, "rill.callback.classification": classification})
-    if not span.is_recording():
-        return
-    span.set_attribute("rill.callback.classification", classification)
-    if status_code is not None:
-        span.set_attribute("http.response.status_code", status_code)
-    if error_code is not None:
-        span.set_attribute("rill.callback.error_code", error_code)
-    if error is not None:
-        span.set_attribute("error.type", error)
-        span.set_status(Status(StatusCode.ERROR, error))
+# -- outputs -----------------------------------------------------------------------------
 
 
 @contextmanager
@@ -555,7 +477,7 @@ def output_put(claim: Attempt, name: str) -> Iterator[Span]:
                 "rill.output.name": name,
             }
         )
-    with _current(span):
+    with Scope(span):
         try:
             yield span
         except StaleAttempt as exc:
@@ -575,7 +497,7 @@ def output_span(operation: str, namespace: str, name: str) -> Iterator[Span]:
     span = tracer.start_span(f"rill.output.{operation}", kind=SpanKind.INTERNAL)
     if span.is_recording():
         span.set_attributes({"rill.namespace": namespace, "rill.output.name": name})
-    with _current(span):
+    with Scope(span):
         yield span
 
 
@@ -586,7 +508,7 @@ def orphans_span(namespace: str) -> Iterator[Span]:
     span = tracer.start_span("rill.orphans.collect", kind=SpanKind.INTERNAL)
     if span.is_recording():
         span.set_attribute("rill.namespace", namespace)
-    with _current(span):
+    with Scope(span):
         yield span
 
 

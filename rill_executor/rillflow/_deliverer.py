@@ -17,10 +17,10 @@ from datetime import timedelta
 
 import httpx
 
-from .. import _telemetry as telemetry
 from .._config import Seconds, to_us
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
+from . import _tracing as tracing
 from ._callbacks import (
     MAX_CALLBACK_CHARS,
     Callback,
@@ -89,11 +89,11 @@ class Deliverer:
 
     async def _send(self, notice: DueNotice) -> Delivery:
         callback = callback_for(notice.info, notice.result)
-        namespace, trace_context = notice.namespace, telemetry.trace_headers(notice.info.target)
-        with telemetry.callback_span(namespace, notice.job_id, callback.url, trace_context) as span:
+        namespace, trace_context = notice.namespace, tracing.trace_headers(notice.info.target)
+        with tracing.callback_span(namespace, notice.job_id, callback.url, trace_context) as span:
             kind, detail, answered = await self._post(callback)
             status_code, code, error = answered
-            telemetry.delivered(span, namespace, kind.value, status_code, code, error)
+            tracing.delivered(span, namespace, kind.value, status_code, code, error)
         status, retry_in = settle_as(kind), 0.0
         if status == NoticeStatus.PENDING:
             if notice.info.attempts >= self._max_attempts:
@@ -121,7 +121,7 @@ class Deliverer:
                 f" {MAX_CALLBACK_CHARS}; not sent"
             )
             return CallbackClass.REFUSED, detail, (None, None, "body_too_large")
-        headers = {"Content-Type": "application/json", **telemetry.callback_headers()}
+        headers = {"Content-Type": "application/json", **tracing.callback_headers()}
         try:
             answer = await self._client.post(callback.url, content=callback.body, headers=headers)
         except httpx.HTTPError as exc:

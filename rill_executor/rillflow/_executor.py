@@ -45,6 +45,7 @@ from .._idempotent import IdempotentOptions, IdempotentSpec
 from .._ledger import AsyncLedger
 from .._notices import Watch
 from .._outcomes import Conflict, InProgress
+from . import _tracing as tracing
 from ._callbacks import output_of
 from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
@@ -160,7 +161,7 @@ class RillFlowExecutor:
             return _bad(exc)
         # The engine's span (its traceparent) is the parent of the claim and the handler's run,
         # also of a run started here that goes on after the answer (its task copies the context).
-        with telemetry.joined(request.headers):
+        with tracing.joined(request.headers):
             if dispatch.is_async:
                 return await self._accept(task, dispatch, payload)
             return await self._answer(task, dispatch, payload)
