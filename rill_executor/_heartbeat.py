@@ -12,6 +12,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from types import TracebackType
@@ -60,6 +61,7 @@ class Heartbeats:
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
         self._running = 0  # watches not stopped yet; the rest of ``_due`` waits to be dropped
+        self._sleeps_until = -math.inf  # when the thread wakes by itself; -inf: it is awake
 
     def watch(self, claim: Claim, interval: float) -> _Watch:
         return _Watch(self, claim, interval)
@@ -74,10 +76,10 @@ class Heartbeats:
                     target=self._run, name="rill-heartbeats", daemon=True
                 )
                 self._thread.start()
-            elif self._due[0] is entry:
-                # Due before everything the thread sleeps towards. Otherwise it is not
-                # woken: most handlers end long before their first renewal, and a wake-up
-                # (a thread switch) per call would cost more than the handler's claim.
+            elif entry[0] < self._sleeps_until:
+                # Due before the time the thread sleeps towards. Otherwise it is not woken:
+                # most handlers end long before their first renewal, and a wake-up (a
+                # thread switch) per call would cost more than the handler's claim.
                 self._wake.notify()
 
     def _stopped(self) -> None:
@@ -93,7 +95,9 @@ class Heartbeats:
     def _next(self) -> _Watch:
         with self._wake:
             while not self._due or self._due[0][0] > time.monotonic():
-                self._wake.wait(self._due[0][0] - time.monotonic() if self._due else None)
+                self._sleeps_until = self._due[0][0] if self._due else math.inf
+                self._wake.wait(self._sleeps_until - time.monotonic() if self._due else None)
+            self._sleeps_until = -math.inf  # awake: it looks at the queue before sleeping
             return heapq.heappop(self._due)[2]
 
     def _run(self) -> None:
