@@ -15,12 +15,12 @@ import logging
 import math
 import threading
 import time
-from types import TracebackType
+import weakref
 
 from ._claim import AsyncClaim, Claim
 from ._errors import StaleAttempt, StoreError
 
-__all__ = ["AsyncHeartbeat", "Heartbeats"]
+__all__ = ["AsyncHeartbeats", "Heartbeats", "settled"]
 
 log = logging.getLogger("rill_executor")
 
@@ -116,42 +116,103 @@ class Heartbeats:
             self._schedule(watch)
 
 
-class AsyncHeartbeat:
-    """Renews one claim from a task of its own, started only when the first renewal is
-    due: a handler that ends before then costs a timer, not a task."""
+class _AsyncWatch:
+    """One async claim: queued until its first renewal is due, then renewed by a task."""
+
+    __slots__ = ("claim", "interval", "stopped", "task")
 
     def __init__(self, claim: AsyncClaim, interval: float) -> None:
-        self._claim = claim
-        self._interval = interval
-        self._timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.claim = claim
+        self.interval = interval
+        self.stopped = False
+        self.task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> AsyncHeartbeat:
-        self._timer = asyncio.get_running_loop().call_later(self._interval, self._start)
-        return self
-
-    def _start(self) -> None:
-        self._task = asyncio.create_task(
-            self._run(), name=f"rill-heartbeat-{self._claim.attempt_id}"
-        )
-
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        assert self._timer is not None
-        self._timer.cancel()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
+    async def renew(self) -> None:
         while True:
             try:
-                await self._claim.heartbeat()
+                await self.claim.heartbeat()
             except StaleAttempt as exc:
                 log.warning("heartbeat stopped: %s", exc)
                 return
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying next tick: %s", exc)
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(self.interval)
+
+
+class _Timetable:
+    """The first renewals due on one event loop, behind a timer armed for the earliest.
+
+    It holds no reference to its loop, nor to a timer (whose handle does): it is kept per
+    loop in a weak mapping, and a closed loop must be free to go.
+    """
+
+    def __init__(self) -> None:
+        self.due: list[tuple[float, int, _AsyncWatch]] = []
+        self.order = itertools.count()
+        self.timer_at = math.inf  # when the earliest timer armed fires
+        self.running = 0
+
+    def add(self, watch: _AsyncWatch, loop: asyncio.AbstractEventLoop) -> None:
+        at = loop.time() + watch.interval
+        heapq.heappush(self.due, (at, next(self.order), watch))
+        self.running += 1
+        if at < self.timer_at:  # a later timer may stay armed: its firing finds nothing due
+            self.timer_at = at
+            loop.call_at(at, self._fire)
+
+    def remove(self, watch: _AsyncWatch) -> None:
+        watch.stopped = True
+        self.running -= 1
+        if len(self.due) > 64 and len(self.due) > 2 * self.running:  # see Heartbeats._stopped
+            self.due = [entry for entry in self.due if not entry[2].stopped]
+            heapq.heapify(self.due)
+
+    def _fire(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self.timer_at <= now:
+            self.timer_at = math.inf
+        while self.due and self.due[0][0] <= now:
+            watch = heapq.heappop(self.due)[2]
+            if not watch.stopped:
+                name = f"rill-heartbeat-{watch.claim.attempt_id}"
+                watch.task = loop.create_task(watch.renew(), name=name)
+        if self.due and self.due[0][0] < self.timer_at:
+            self.timer_at = self.due[0][0]
+            loop.call_at(self.timer_at, self._fire)
+
+
+class AsyncHeartbeats:
+    """The async twin of ``Heartbeats``: one timer per event loop for the first renewals of
+    all of a ledger's running handlers, then a task per claim that lives that long. A
+    handler that ends before its first renewal costs a queue entry, not a timer or a task.
+    """
+
+    def __init__(self) -> None:
+        self._timetables: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timetable] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()  # one ledger may serve event loops in several threads
+
+    def start(self, claim: AsyncClaim, interval: float) -> _AsyncWatch:
+        loop = asyncio.get_running_loop()
+        timetable = self._timetables.get(loop)
+        if timetable is None:
+            with self._lock:
+                timetable = self._timetables.setdefault(loop, _Timetable())
+        watch = _AsyncWatch(claim, interval)
+        timetable.add(watch, loop)
+        return watch
+
+    def stop(self, watch: _AsyncWatch) -> asyncio.Task[None] | None:
+        """End ``watch``'s renewals; the renewal task to wait out, if one was started."""
+        self._timetables[asyncio.get_running_loop()].remove(watch)
+        if watch.task is not None:
+            watch.task.cancel()
+        return watch.task
+
+
+async def settled(renewal: asyncio.Task[None]) -> None:
+    """Wait out a cancelled renewal, so no heartbeat is in flight after the handler."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await renewal

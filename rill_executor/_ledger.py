@@ -25,7 +25,7 @@ from ._drill import Drill, DrillReport
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError, UsageError
 from ._events import encode_event
-from ._heartbeat import AsyncHeartbeat, Heartbeats
+from ._heartbeat import AsyncHeartbeats, Heartbeats, settled
 from ._housekeeping import (
     AuditEntry,
     CollectReport,
@@ -565,6 +565,10 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
     def _open(self, url: str) -> AsyncStore:
         return open_async_store(url)
 
+    def _setup(self, store: AsyncStore, config: LedgerConfig, outputs: OutputStore | None) -> None:
+        super()._setup(store, config, outputs)
+        self.heartbeats = AsyncHeartbeats()  # renews the leases of running handlers
+
     async def claim(
         self,
         key: str,
@@ -781,8 +785,12 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
                 try:
                     if spec.heartbeat is None:
                         return await spec.fn(*args, **kwargs)
-                    async with AsyncHeartbeat(cast(AsyncClaim, claim), spec.heartbeat):
+                    watch = self.heartbeats.start(cast(AsyncClaim, claim), spec.heartbeat)
+                    try:
                         return await spec.fn(*args, **kwargs)
+                    finally:
+                        if (renewal := self.heartbeats.stop(watch)) is not None:
+                            await settled(renewal)
                 finally:
                     current_claim.reset(token)
             case Finish(claim, completion, operation):

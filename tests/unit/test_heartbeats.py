@@ -3,11 +3,13 @@ that starts after the thread has gone idle, or one that is due before all the ot
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
 import time
 import weakref
 
-from rill_executor import InProgress, Ledger, current_claim, fingerprint_of
+from rill_executor import AsyncLedger, InProgress, Ledger, current_claim, fingerprint_of
 
 
 def _slow(ledger: Ledger, name: str, nap: float) -> list[object]:
@@ -60,3 +62,65 @@ def test_many_short_calls_do_not_keep_their_ended_claims() -> None:
         short(str(i))
     gc.collect()
     assert sum(ref() is not None for ref in alive) <= 100
+
+
+async def _slow_async(ledger: AsyncLedger, name: str, nap: float) -> list[object]:
+    seen: list[object] = []
+
+    @ledger.idempotent(key=lambda k: k, name=name)
+    async def slow(k: str) -> str:
+        for _ in range(3):
+            await asyncio.sleep(nap)
+            seen.append(await ledger.claim(f"{name}/{k}", fingerprint=fingerprint_of({"k": k})))
+        return "survived"
+
+    assert await slow("k") == "survived"
+    return seen
+
+
+def test_an_async_claim_due_before_the_others_gets_its_renewal() -> None:
+    ledger = AsyncLedger("memory://", namespace="hb", lease=0.3)
+
+    async def scenario() -> list[object]:
+        @ledger.idempotent(key=lambda k: k, name="long", heartbeat=30)
+        async def idle(k: str) -> str:
+            return k
+
+        await idle("k")  # the loop's first renewal timer is armed 30 s out
+        return await _slow_async(ledger, "short", 0.25)  # due every 0.1 s
+
+    seen = asyncio.run(scenario())
+    assert all(isinstance(s, InProgress) for s in seen), seen
+
+
+def test_one_ledger_renews_async_claims_on_each_event_loop_it_serves() -> None:
+    ledger = AsyncLedger("memory://", namespace="hb", lease=0.3)
+    for name in ("first", "second"):  # a new event loop each time, as asyncio.run makes
+        seen = asyncio.run(_slow_async(ledger, name, 0.25))
+        assert all(isinstance(s, InProgress) for s in seen), (name, seen)
+    threads = [
+        threading.Thread(
+            target=lambda n=n: results.append(asyncio.run(_slow_async(ledger, n, 0.25)))
+        )
+        for n in ("third", "fourth")
+    ]
+    results: list[list[object]] = []
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(results) == 2 and all(isinstance(s, InProgress) for r in results for s in r)
+
+
+def test_a_closed_event_loop_is_not_kept_by_the_ledger() -> None:
+    ledger = AsyncLedger("memory://", namespace="hb", lease=30)
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    @ledger.idempotent(key=lambda k: k, name="short")
+    async def short(k: str) -> str:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        return k  # leaves its first renewal's timer armed, 10 s out
+
+    asyncio.run(short("k"))
+    gc.collect()
+    assert loops and loops[0]() is None
