@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_decorator.py [--rounds 40] [--batch 300]
 
-Arms, interleaved round by round so machine noise hits them alike, each a fresh key:
+Arms, interleaved round by round (in an order rotated each round) so machine noise hits them
+alike, each call a fresh key:
 an explicit ``claim`` + ``commit``; the decorated handler without heartbeat; the decorated
 handler with its default heartbeat (lease / 3); the same three on ``AsyncLedger``. The
 decorated arms also compute the call's fingerprint from its arguments and check the
@@ -19,10 +20,12 @@ import itertools
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from rill_executor import AsyncClaim, AsyncLedger, Claim, Ledger, fingerprint_of
 
 FINGERPRINT = fingerprint_of({"x": 1})
+T = TypeVar("T")
 TARGET_US = 15  # what the decorator may add to an explicit claim + commit
 
 
@@ -46,6 +49,12 @@ def _settle() -> None:
     gc.freeze()
 
 
+def _rotated(arms: dict[str, T], r: int) -> list[tuple[str, T]]:
+    """The arms in another order each round: none always runs first after the collection."""
+    items = list(arms.items())
+    return items[r % len(items) :] + items[: r % len(items)]
+
+
 def sync_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     ledger = Ledger("memory://", namespace="bench", lease=30, retention=3600)
 
@@ -66,9 +75,9 @@ def sync_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     keys = itertools.count()
-    for _ in range(rounds):
+    for r in range(rounds):
         _settle()
-        for name, arm in arms.items():
+        for name, arm in _rotated(arms, r):
             start = time.perf_counter()
             for _ in range(batch):
                 arm(next(keys))
@@ -97,9 +106,9 @@ async def async_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     keys = itertools.count()
-    for _ in range(rounds):
+    for r in range(rounds):
         _settle()
-        for name, arm in arms.items():
+        for name, arm in _rotated(arms, r):
             start = time.perf_counter()
             for _ in range(batch):
                 await arm(next(keys))
