@@ -1,4 +1,5 @@
-"""Automatic heartbeats for long handlers: one scheduler thread per ledger, or a task.
+"""Automatic heartbeats for long handlers: one scheduler thread per ledger; for asyncio,
+one timer per event loop and a task for each claim that lives until its first renewal.
 
 Renews each claim every ``interval`` seconds. A ``StaleAttempt`` ends the renewals and marks
 the claim ``lost`` (the handler sees it through ``claim.lost`` / ``claim.ensure_owned()``);
