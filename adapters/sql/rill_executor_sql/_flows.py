@@ -389,7 +389,7 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "trace": request.trace,
     }
     for _ in range(_MAX_RACES):
-        answer = _answer((yield _raw("claim"), params))
+        answer = _answer((yield _raw("claim_call"), params))
         if answer.job is None:
             continue  # lost the insert race to a claim our snapshot could not see yet
         if answer.ok or decide_claim(answer.job, request, answer.now) not in (
