@@ -88,7 +88,9 @@ def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
             cursor = raw.cursor()
             try:
                 cursor.execute(statement.sql, params)
-                rows = [dict(zip(statement.columns, row, strict=True)) for row in cursor.fetchall()]
+                rows = cursor.fetchall()
+                if not statement.tuples:
+                    rows = [dict(zip(statement.columns, row, strict=True)) for row in rows]
             finally:
                 cursor.close()
             statement, params = flow.send(rows)
@@ -112,8 +114,9 @@ async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.
             while True:
                 async with driver.cursor() as cursor:
                     await cursor.execute(statement.sql, params)
-                    fetched = await cursor.fetchall()
-                    rows = [dict(zip(statement.columns, row, strict=True)) for row in fetched]
+                    rows = await cursor.fetchall()
+                    if not statement.tuples:
+                        rows = [dict(zip(statement.columns, row, strict=True)) for row in rows]
                 statement, params = flow.send(rows)
         except StopIteration as stop:
             return stop.value
