@@ -1,7 +1,8 @@
 -- PostgreSQL: every ledger operation is one autocommitted statement, decided on the server
--- and judged on the server's clock (a claim calls the function rill_claim). Each answers (ok, now, job columns…): the job as the
--- operation left it. The attempt history lives in the job row (jsonb array, appended when an
--- attempt ends), so a fresh call writes one row twice: an upsert, then an update.
+-- and judged on the server's clock (a claim calls the function rill_claim). Each answers
+-- (ok, now, job columns…): the job as the operation left it. The attempt history lives in
+-- the job row (jsonb array, appended when an attempt ends), so a fresh call writes one row
+-- twice: an insert, then an update.
 -- A claim with a watch, and leasing and settling notices, are short transactions decided in
 -- the client (see _flows.py); finish turns the watches into notices here, in its one write.
 
