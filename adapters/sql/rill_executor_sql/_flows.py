@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from functools import cache
+from operator import itemgetter
 from typing import Any, NamedTuple, TypeAlias
 
 from sqlalchemy import (
@@ -99,13 +100,16 @@ __all__ = [
 
 
 class Raw(NamedTuple):
-    """Driver-level SQL (Postgres) and the names of the columns it answers, in order."""
+    """Driver-level SQL (Postgres) and the names of the columns it answers, in order.
+    ``tuples``: the flow reads its rows as the driver's tuples (the answer's columns, by
+    place), not as mappings of those names."""
 
     sql: str
     columns: tuple[str, ...]
+    tuples: bool = False
 
 
-Rows: TypeAlias = Sequence[Mapping[Any, Any]]
+Rows: TypeAlias = Sequence[Mapping[Any, Any]]  # or tuples, for a Raw statement with tuples
 Params: TypeAlias = dict[str, Any] | list[dict[str, Any]]  # a list: one executemany
 Step: TypeAlias = tuple[Executable | Raw, Params]
 Flow: TypeAlias = Generator[Step, Rows, Any]
@@ -115,7 +119,9 @@ _MAX_RACES = 8
 
 @cache
 def _raw(name: str) -> Raw:
-    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS}.get(name, ANSWER_COLUMNS)
+    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS}.get(name)
+    if columns is None:  # claim and the fenced writes answer (ok, now, job columns…)
+        return Raw(named("postgres", name), ANSWER_COLUMNS, tuples=True)
     return Raw(named("postgres", name), columns)
 
 
@@ -196,6 +202,25 @@ def _bound(dialect: SqlDialect, params: dict[str, Any]) -> dict[str, Any]:
     if dialect.family != "postgresql":
         return params
     return {k: json.loads(v) if k in JSON_COLUMNS else v for k, v in params.items()}
+
+
+# The job's fields, in JobRow's order, picked by place from an answer's tuple (PostgreSQL:
+# the JSON columns arrive as text, integers and booleans as such).
+_JOB_FIELDS = {"key": "job_key"}
+_pick_job = itemgetter(
+    *(ANSWER_COLUMNS.index(_JOB_FIELDS.get(f.name, f.name)) for f in fields(JobRow))
+)
+
+
+def _server_answer(rows: Sequence[Any]) -> StoreAnswer:
+    """A PostgreSQL answer: no row (a lost insert race), or (ok, now, job columns…)."""
+    if not rows:
+        return StoreAnswer(ok=False, job=None, now=0)
+    row = rows[0]
+    job_id, namespace, key, state, *rest = _pick_job(row)
+    return StoreAnswer(
+        ok=row[0], job=JobRow(job_id, namespace, key, JobState(state), *rest), now=row[1]
+    )
 
 
 def _answer(rows: Rows) -> StoreAnswer:
@@ -389,7 +414,7 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "trace": request.trace,
     }
     for _ in range(_MAX_RACES):
-        answer = _answer((yield _raw("claim"), params))
+        answer = _server_answer((yield _raw("claim_call"), params))
         if answer.job is None:
             continue  # lost the insert race to a claim our snapshot could not see yet
         if answer.ok or decide_claim(answer.job, request, answer.now) not in (
@@ -406,7 +431,7 @@ def _server_claim(request: ClaimRequest) -> Flow:
 
 def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
     params = {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra}
-    return _answer((yield _raw(name), params))
+    return _server_answer((yield _raw(name), params))
 
 
 # -- the operations ----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
 pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history and
-event log.
+event log. ``claim_function`` is the DDL of ``rill_claim`` (schema version 8), which runs the
+``claim`` statement when a read and an insert do not settle the claim.
 """
 
 from __future__ import annotations
@@ -11,13 +12,23 @@ import re
 from functools import cache
 from importlib.resources import files
 
+from sqlalchemy.dialects.postgresql.base import PGDialect
+
 from ._schema import JSON_COLUMNS, jobs
 
-__all__ = ["ANSWER_COLUMNS", "JOB_COLUMNS", "PURGE_COLUMNS", "STATUS_COLUMNS", "named"]
+__all__ = [
+    "ANSWER_COLUMNS",
+    "JOB_COLUMNS",
+    "PURGE_COLUMNS",
+    "STATUS_COLUMNS",
+    "claim_function",
+    "named",
+]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
 _COMMENT = re.compile(r"--[^\n]*")  # the .sql files quote no '--' inside a string
 _SPACE = re.compile(r"\s+")
+_PARAM = re.compile(r"%\((\w+)\)s")
 # The history and the event log are read by status alone.
 JOB_COLUMNS = tuple(c.name for c in jobs.columns if c.name not in ("attempts", "events"))
 # JSON columns come back as text: the ledger passes them on as JSON text anyway.
@@ -28,6 +39,20 @@ _COLUMNS = ", ".join(
 # per-row column metadata.
 ANSWER_COLUMNS = ("ok", "now", *JOB_COLUMNS)
 STATUS_COLUMNS = ("now", *JOB_COLUMNS, "attempts", "events")
+_POSTGRES = PGDialect()  # type: ignore[no-untyped-call]
+# rill_claim's result columns: the answer's names, with the types the statements give them.
+_ANSWER_TYPES = ", ".join(
+    [
+        "ok boolean",
+        "now bigint",
+        *(
+            f"{name} text"
+            if name in JSON_COLUMNS
+            else f"{name} {jobs.c[name].type.compile(dialect=_POSTGRES)}"
+            for name in JOB_COLUMNS
+        ),
+    ]
+)
 PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
 
 
@@ -49,3 +74,11 @@ def _compact(body: str) -> str:
 
 def named(family: str, name: str) -> str:
     return _load(family)[name]
+
+
+def claim_function() -> str:
+    """``CREATE OR REPLACE FUNCTION rill_claim``: the ``claim`` statement inside it reads its
+    parameters ``%(x)s`` as the function's arguments ``p_x``."""
+    statements = _load("postgres")
+    claim = _PARAM.sub(r"p_\1", statements["claim"])
+    return statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)

@@ -14,6 +14,9 @@ until ``keep_until`` (one retention later), so the next claim of the key continu
 ``ix_rill_jobs_namespace`` walks a namespace in job id order, as purge and listing do.
 A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
 ``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
+On PostgreSQL the schema has a function too, ``rill_claim`` (version 8, ``claim_function`` in
+``_queries``): the claim, which reads a job before it starts an insert. Its result columns are
+the job's: a version that changes them replaces it (``DROP FUNCTION``, then create it again).
 """
 
 from __future__ import annotations
@@ -188,6 +191,14 @@ def _v7_trace(conn: Connection) -> None:
         index.create(conn)
 
 
+def _v8_claim_function(conn: Connection) -> None:
+    """Version 8: PostgreSQL claims through ``rill_claim`` (nothing to do elsewhere)."""
+    if conn.dialect.name == "postgresql":
+        from ._queries import claim_function  # it reads this module's tables
+
+        conn.exec_driver_sql(claim_function())
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -205,8 +216,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _v5_events,
     6: _v6_purge,
     7: _v7_trace,
+    8: _v8_claim_function,
 }
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def create_v1(conn: Connection, now_us: int) -> None:
@@ -237,6 +249,7 @@ def upgrade(conn: Connection, now_us: int) -> list[int]:
     if have == 0:
         metadata.create_all(conn, tables=[jobs, fences])
         _v3_store_id(conn)
+        _v8_claim_function(conn)
         conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
         return [SCHEMA_VERSION]
     applied = []

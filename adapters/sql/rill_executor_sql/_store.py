@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from rill_executor.store import (
     AttemptRef,
@@ -88,7 +89,9 @@ def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
             cursor = raw.cursor()
             try:
                 cursor.execute(statement.sql, params)
-                rows = [dict(zip(statement.columns, row, strict=True)) for row in cursor.fetchall()]
+                rows = cursor.fetchall()
+                if not statement.tuples:
+                    rows = [dict(zip(statement.columns, row, strict=True)) for row in rows]
             finally:
                 cursor.close()
             statement, params = flow.send(rows)
@@ -103,25 +106,29 @@ def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
 
 
 async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.Step) -> Any:
-    async with engine.connect() as conn:
-        raw = await conn.get_raw_connection()
-        driver: Any = raw.driver_connection  # psycopg.AsyncConnection
-        statement: Any
-        statement, params = step
-        try:
-            while True:
-                async with driver.cursor() as cursor:
-                    await cursor.execute(statement.sql, params)
-                    fetched = await cursor.fetchall()
-                    rows = [dict(zip(statement.columns, row, strict=True)) for row in fetched]
-                statement, params = flow.send(rows)
-        except StopIteration as stop:
-            return stop.value
-        except engine.dialect.loaded_dbapi.Error as exc:
-            if engine.dialect.is_disconnect(exc, raw.dbapi_connection, None):
-                await conn.invalidate(exc)
-            sql = statement and statement.sql
-            raise _as_sqlalchemy_error(engine.sync_engine, exc, sql, None) from exc
+    """As ``_drive_raw``, on the pooled psycopg ``AsyncConnection``: checked out and returned
+    in SQLAlchemy's greenlet, without an ``AsyncConnection`` around it (about 35 µs less)."""
+    raw = await engine.raw_connection()
+    driver: Any = raw.driver_connection  # psycopg.AsyncConnection
+    statement: Any
+    statement, params = step
+    try:
+        while True:
+            async with driver.cursor() as cursor:
+                await cursor.execute(statement.sql, params)
+                rows = await cursor.fetchall()
+                if not statement.tuples:
+                    rows = [dict(zip(statement.columns, row, strict=True)) for row in rows]
+            statement, params = flow.send(rows)
+    except StopIteration as stop:
+        return stop.value
+    except engine.dialect.loaded_dbapi.Error as exc:
+        if engine.dialect.is_disconnect(exc, raw.dbapi_connection, None):
+            await greenlet_spawn(raw.invalidate, exc)
+        sql = statement and statement.sql
+        raise _as_sqlalchemy_error(engine.sync_engine, exc, sql, None) from exc
+    finally:
+        await greenlet_spawn(raw.close)  # a pool over its size closes it: awaited there
 
 
 def _describe(dialect: SqlDialect, url: Any) -> str:

@@ -1,11 +1,67 @@
 -- PostgreSQL: every ledger operation is one autocommitted statement, decided on the server
--- and judged on the server's clock. Each answers (ok, now, job columns…): the job as the
--- operation left it. The attempt history lives in the job row (jsonb array, appended when an
--- attempt ends), so a fresh call writes one row twice: an upsert, then an update.
+-- and judged on the server's clock (a claim calls the function rill_claim). Each answers
+-- (ok, now, job columns…): the job as the operation left it. The attempt history lives in
+-- the job row (jsonb array, appended when an attempt ends), so a fresh call writes one row
+-- twice: an insert, then an update.
 -- A claim with a watch, and leasing and settling notices, are short transactions decided in
 -- the client (see _flows.py); finish turns the watches into notices here, in its one write.
 
+-- name: claim_call
+-- A claim: the function below, one statement.
+SELECT * FROM rill_claim(CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar),
+    CAST(%(job_key)s AS varchar), CAST(%(attempt_id)s AS varchar), CAST(%(lease_us)s AS bigint),
+    CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
+    CAST(%(origin)s AS text), CAST(%(trace)s AS varchar))
+
+-- name: claim_function
+-- The claim (schema version 8). A data-modifying statement pays for starting its INSERT even
+-- when it inserts nothing, which was about half of a replay's server time; so the function
+-- first reads the job and answers it untouched when no claim may take it (the rules of
+-- `claim` below, negated: a replay, a live owner, a fingerprint mismatch). Otherwise a job
+-- that is not there is inserted, ON CONFLICT DO NOTHING (its fence goes on from the row this
+-- statement's snapshot still sees, or from a purged record's); anything else, or an insert
+-- that met a concurrent one, runs `claim` itself, which decides on the row as it stands.
+-- Each statement in the function takes a new snapshot; the clock is the transaction's.
+CREATE OR REPLACE FUNCTION rill_claim(
+    p_job_id varchar, p_namespace varchar, p_job_key varchar, p_attempt_id varchar,
+    p_lease_us bigint, p_fingerprint varchar, p_result_version varchar, p_origin text,
+    p_trace varchar)
+RETURNS TABLE ({answer}) LANGUAGE plpgsql VOLATILE AS $claim$
+#variable_conflict use_column
+DECLARE
+    t bigint := (extract(epoch FROM now()) * 1000000)::bigint;
+BEGIN
+    RETURN QUERY SELECT false, t, {columns} FROM rill_jobs j WHERE j.job_id = p_job_id
+        AND ((j.state <> 'processing' AND j.retain_until <= t)
+          OR (j.fingerprint = p_fingerprint
+              AND j.result_version IS NOT DISTINCT FROM p_result_version
+              AND ((j.state = 'failed' AND j.retryable)
+                   OR (j.state = 'processing' AND j.lease_until <= t)))) IS NOT TRUE;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY WITH ins AS (
+        INSERT INTO rill_jobs AS j (
+            job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
+            fingerprint, result_version, result, error, retryable, created_at, updated_at,
+            finished_at, retain_until, attempts, outputs, origin, trace)
+        SELECT p_job_id, p_namespace, p_job_key, 'processing',
+            coalesce((SELECT c.fence FROM rill_jobs c WHERE c.job_id = p_job_id),
+                     (SELECT f.fence FROM rill_fences f WHERE f.job_id = p_job_id), 0) + 1,
+            p_attempt_id, t, t + p_lease_us, p_fingerprint, p_result_version,
+            NULL, NULL, NULL, t, t, NULL, NULL, '[]'::jsonb, '[]'::jsonb, p_origin, p_trace
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING {columns})
+    SELECT true, t, ins.* FROM ins;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    RETURN QUERY {claim};
+END
+$claim$
+
 -- name: claim
+-- Inside rill_claim, its parameters %(x)s read as p_x.
 -- Claims when there is no job, a retryable failure, an expired lease or a passed
 -- retention (a new record's fence goes on from a purged one's, see purge); otherwise returns the job untouched, writing nothing (a replay is a pure read).
 -- A takeover of a job still marked processing ends its owner's attempt as expired.
