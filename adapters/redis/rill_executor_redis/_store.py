@@ -72,6 +72,7 @@ from ._scripts import (
     settle_args,
 )
 from ._url import parse_url
+from ._wire import command, wire_for
 
 __all__ = [
     "AsyncRedisStore",
@@ -112,6 +113,7 @@ class RedisStore:
         self.client = client
         self.where = where or _describe(client)
         self._indexed = not isinstance(client, redis.cluster.RedisCluster)  # see _outbox
+        self._wire = wire_for(client)  # the scripts' own path on a plain standalone client
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
@@ -274,6 +276,8 @@ class RedisStore:
         return _raised(replies)
 
     def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
         self.client.close()
 
     def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
@@ -281,6 +285,13 @@ class RedisStore:
         lua = script(op)
         keys = job_keys(job_id)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, args)
+                try:
+                    return wire.call(buffer)
+                except NoScriptError:  # as below
+                    self.client.script_load(lua.source)
+                    return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -293,6 +304,13 @@ class RedisStore:
         """As ``_run``, on other keys (a namespace's outbox index)."""
         lua = script(op)
         with wrap_errors(op.value, self.where, job_id):
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, (args,))
+                try:
+                    return wire.call(buffer)
+                except NoScriptError:
+                    self.client.script_load(lua.source)
+                    return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:

@@ -1,0 +1,120 @@
+"""The store's own path for its scripts on a standalone server: the ``EVALSHA`` framed
+once, sent on a connection the store keeps for its scripts.
+
+redis-py's ``execute_command`` spends more of the client's time on a script call than the
+store does on its arguments and reply (cProfile, ``docs/benchmarks.md``): each call takes
+a connection from the pool and gives it back, with a poll of the socket that sets its
+timeout twice and four observability counters; runs the retry wrapper (no resends here,
+see ``_client``) and the per-command duration recorder; and frames every argument through
+the encoder. ``Wire`` keeps the connections itself (made by the client's pool, with its
+connection class and settings: TLS, credentials, database, protocol) and does only what a
+script call needs:
+
+- a connection idle since its last call is checked with a zero-timeout ``select``: if the
+  server closed it (a restart, a client timeout) or left anything to read, it is closed and
+  opened afresh before the call is sent, as the pool's check does;
+- the command goes out as one buffer (``command``), the reply is read with the
+  connection's parser; a reply that is a Redis error leaves the connection clean, anything
+  else (a timeout, a lost connection, an interrupt) closes it, so a late reply is never read
+  as the answer to the next call;
+- connections are taken and given back with ``list.pop`` / ``append`` (atomic in CPython):
+  each thread's call has one to itself; a forked child starts with none of its parent's.
+
+Used only for a plain ``redis.Redis`` on a plain ``ConnectionPool`` without client-side
+caching or maintenance notifications (``wire_for``); every other client, and every command
+other than the scripts, goes through redis-py as before. redis-py's own per-command
+metrics do not count these calls; the ledger's telemetry does.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from redis.exceptions import ResponseError
+
+__all__ = ["Wire", "command", "wire_for"]
+
+
+def command(sha: bytes, keys: Sequence[str], args: Sequence[bytes]) -> bytes:
+    """``EVALSHA sha len(keys) keys... args...`` in RESP, as one buffer."""
+    parts = [b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n" % (3 + len(keys) + len(args), sha)]
+    count = b"%d" % len(keys)
+    parts.append(b"$%d\r\n%s\r\n" % (len(count), count))
+    for key in keys:
+        name = key.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(name), name))
+    for arg in args:
+        parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+def _dirty(connection: Any) -> bool:
+    """Whether an idle connection has something to read: data, or the server's close."""
+    sock = connection._sock
+    if sock is None:
+        return False  # closed: sending opens it again
+    try:
+        return bool(select.select((sock,), (), (), 0)[0])
+    except ValueError:  # a descriptor past select's limit: the parser's own check
+        try:
+            return bool(connection.can_read())
+        except (redis.ConnectionError, OSError):
+            return True
+
+
+class Wire:
+    """Connections of one standalone client, for the store's ``EVALSHA`` calls."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def call(self, buffer: bytes) -> Any:
+        """Send ``buffer`` (one framed command), return its reply; a Redis error raises."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not this process's
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.make_connection()  # connects on its first send
+        else:
+            if _dirty(connection):
+                connection.disconnect()
+        try:
+            connection.send_packed_command((buffer,))
+            reply = connection.read_response()
+        except ResponseError:  # the whole error reply was read: the connection is clean
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            connection.disconnect()  # a reply may still be on its way: never read it later
+            self._idle.append(connection)
+            raise
+        self._idle.append(connection)
+        return reply
+
+    def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.disconnect()
+
+
+def wire_for(client: object) -> Wire | None:
+    """A ``Wire`` for ``client`` if it is a plain standalone client, else None."""
+    if type(client) is not redis.Redis or client.connection is not None:
+        return None  # a subclass may override execute_command; a single-connection client
+    pool = client.connection_pool
+    if type(pool) is not redis.ConnectionPool or getattr(pool, "cache", None) is not None:
+        return None
+    notifications = getattr(pool, "maint_notifications_enabled", lambda: False)()  # or "auto"
+    resp3 = pool.connection_kwargs.get("protocol") in (3, "3")
+    if notifications is True or (notifications and resp3):
+        return None  # push notifications (RESP3 only) may arrive on an idle connection
+    if "EVALSHA" in client.response_callbacks:
+        return None
+    return Wire(pool)
