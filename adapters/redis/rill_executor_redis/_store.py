@@ -72,7 +72,7 @@ from ._scripts import (
     settle_args,
 )
 from ._url import parse_url
-from ._wire import command, wire_for
+from ._wire import async_wire_for, command, load, wire_for
 
 __all__ = [
     "AsyncRedisStore",
@@ -290,7 +290,7 @@ class RedisStore:
                 try:
                     return wire.call(buffer)
                 except NoScriptError:  # as below
-                    self.client.script_load(lua.source)
+                    wire.call(load(lua.source))
                     return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, 2, *keys, *args)
@@ -309,7 +309,7 @@ class RedisStore:
                 try:
                     return wire.call(buffer)
                 except NoScriptError:
-                    self.client.script_load(lua.source)
+                    wire.call(load(lua.source))
                     return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, len(keys), *keys, args)
@@ -336,6 +336,7 @@ class AsyncRedisStore:
         self.where = where or _describe(client)
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
         self._indexed = self._mapped  # standalone (see _outbox)
+        self._wire = async_wire_for(client)  # as RedisStore's
         self._mapping = asyncio.Lock()
         self._store_id: str | None = None
 
@@ -507,6 +508,8 @@ class AsyncRedisStore:
         return _raised(replies)
 
     async def close(self) -> None:
+        if self._wire is not None:
+            await self._wire.close()
         await self.client.aclose()
 
     async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
@@ -516,6 +519,13 @@ class AsyncRedisStore:
         lua = script(op)
         keys = job_keys(job_id)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, args)
+                try:
+                    return await wire.call(buffer)
+                except NoScriptError:  # as below
+                    await wire.call(load(lua.source))
+                    return await wire.call(buffer)
             try:
                 return await self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -530,6 +540,13 @@ class AsyncRedisStore:
             await self._map_slots()
         lua = script(op)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, (args,))
+                try:
+                    return await wire.call(buffer)
+                except NoScriptError:
+                    await wire.call(load(lua.source))
+                    return await wire.call(buffer)
             try:
                 return await self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:

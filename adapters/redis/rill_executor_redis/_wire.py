@@ -20,10 +20,18 @@ script call needs:
 - connections are taken and given back with ``list.pop`` / ``append`` (atomic in CPython):
   each thread's call has one to itself; a forked child starts with none of its parent's.
 
-Used only for a plain ``redis.Redis`` on a plain ``ConnectionPool`` without client-side
-caching or maintenance notifications (``wire_for``); every other client, and every command
-other than the scripts, goes through redis-py as before. redis-py's own per-command
-metrics do not count these calls; the ledger's telemetry does.
+``AsyncWire`` is the same for ``redis.asyncio``, where the saving is larger: redis-py sends
+each command under ``asyncio.wait_for`` (a task per command on Python 3.11) and takes the
+pool's lock twice. It writes the buffer to the connection's stream without waiting (the
+transport sends it while the read that follows waits for the reply, which the socket
+timeout bounds) and checks an idle
+connection with its parser's ``can_read`` (the bytes already in its stream, or its end).
+
+Used only for a plain ``redis.Redis`` (``redis.asyncio.Redis``) on a plain
+``ConnectionPool`` without client-side caching or maintenance notifications (``wire_for``,
+``async_wire_for``); every other client, and every command other than the scripts, goes
+through redis-py as before. redis-py's own per-command metrics do not count these calls; the
+ledger's telemetry does.
 """
 
 from __future__ import annotations
@@ -34,9 +42,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
+import redis.asyncio
 from redis.exceptions import ResponseError
 
-__all__ = ["Wire", "command", "wire_for"]
+__all__ = ["AsyncWire", "Wire", "async_wire_for", "command", "load", "wire_for"]
+
+
+def load(source: str) -> bytes:
+    """``SCRIPT LOAD source`` in RESP: after a ``NOSCRIPT``, sent on the same connections."""
+    text = source.encode()
+    return b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%d\r\n%s\r\n" % (len(text), text)
 
 
 def command(sha: bytes, keys: Sequence[str], args: Sequence[bytes]) -> bytes:
@@ -111,10 +126,71 @@ def wire_for(client: object) -> Wire | None:
     pool = client.connection_pool
     if type(pool) is not redis.ConnectionPool or getattr(pool, "cache", None) is not None:
         return None
-    notifications = getattr(pool, "maint_notifications_enabled", lambda: False)()  # or "auto"
-    resp3 = pool.connection_kwargs.get("protocol") in (3, "3")
-    if notifications is True or (notifications and resp3):
-        return None  # push notifications (RESP3 only) may arrive on an idle connection
-    if "EVALSHA" in client.response_callbacks:
+    if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
         return None
     return Wire(pool)
+
+
+def _quiet(pool: Any) -> bool:
+    """Whether the server never speaks unasked on the pool's connections: no maintenance
+    notifications (RESP3 push messages; redis-py's default "auto" tries them on RESP3)."""
+    notifications = getattr(pool, "maint_notifications_enabled", lambda: False)()
+    resp3 = pool.connection_kwargs.get("protocol") in (3, "3")
+    return not (notifications is True or (notifications and resp3))
+
+
+class AsyncWire:
+    """``Wire`` for a ``redis.asyncio`` standalone client."""
+
+    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+        self._pool: Any = pool  # make_connection is untyped
+        self._idle: list[Any] = []
+
+    async def call(self, buffer: bytes) -> Any:
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.make_connection()
+        else:
+            if connection.is_connected and await connection.can_read():
+                await connection.disconnect(nowait=True)  # closed by the server, or unread data
+        try:
+            if not connection.is_connected:
+                await connection.connect()
+            connection._writer.write(buffer)
+            reply = await connection.read_response()
+        except ResponseError:
+            self._idle.append(connection)
+            raise
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            self._idle.append(connection)
+            raise
+        self._idle.append(connection)
+        return reply
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.disconnect()
+
+
+_ASYNC_CONNECTIONS = (
+    redis.asyncio.Connection,
+    redis.asyncio.SSLConnection,
+    redis.asyncio.UnixDomainSocketConnection,
+)
+
+
+def async_wire_for(client: object) -> AsyncWire | None:
+    """An ``AsyncWire`` for ``client`` if it is a plain standalone asyncio client, else None."""
+    if type(client) is not redis.asyncio.Redis or client.single_connection_client:
+        return None
+    pool = client.connection_pool
+    if type(pool) is not redis.asyncio.ConnectionPool:
+        return None
+    if pool.connection_class not in _ASYNC_CONNECTIONS:
+        return None  # the stream it writes to is these classes' own
+    if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
+        return None
+    return AsyncWire(pool)
