@@ -36,6 +36,7 @@ ledger's telemetry does.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 from collections.abc import Sequence
@@ -43,7 +44,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import ResponseError
+from redis.exceptions import InvalidResponse, ResponseError
 
 __all__ = ["AsyncWire", "Wire", "async_wire_for", "command", "load", "wire_for"]
 
@@ -65,6 +66,71 @@ def command(sha: bytes, keys: Sequence[str], args: Sequence[bytes]) -> bytes:
     for arg in args:
         parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
     return b"".join(parts)
+
+
+def _reply(connection: Any, kind: bytes, rest: bytes) -> Any:
+    """A reply other than a bulk string: an integer, a status, or an error (raised)."""
+    if kind == b":":
+        return int(rest)
+    if kind == b"+":
+        return rest
+    if kind == b"-":  # redis-py's parser's mapping: NoScriptError, OutOfMemoryError, ...
+        raise connection._parser.parse_error(rest.decode("utf-8", "replace"))
+    raise InvalidResponse(f"unexpected reply to a script: {kind + rest!r:.100}")
+
+
+_CHUNK = 65536
+
+
+def _read(connection: Any) -> Any:
+    """One reply from the connection's socket (its timeout bounds each read), as
+    ``_read_async``. The reply must be all there is: the scripts' calls are never pipelined."""
+    sock = connection._sock
+    data = sock.recv(_CHUNK)
+    while (end := data.find(b"\r\n")) < 0:
+        data += _more(sock)
+    kind, rest = data[:1], data[1:end]
+    if kind != b"$":
+        if len(data) != end + 2:
+            raise InvalidResponse(f"more than one reply to a script: {data!r:.100}")
+        return _reply(connection, kind, rest)
+    size = int(rest)
+    if size < 0:
+        return None
+    need = end + 2 + size + 2
+    if len(data) < need:
+        buffer = bytearray(data)
+        while len(buffer) < need:
+            buffer += _more(sock)
+        data = bytes(buffer)
+    if len(data) != need:
+        raise InvalidResponse(f"more than one reply to a script: {data!r:.100}")
+    return data[end + 2 : need - 2]
+
+
+def _more(sock: Any) -> bytes:
+    data: bytes = sock.recv(_CHUNK)
+    if not data:
+        raise redis.ConnectionError("Connection closed by server.")
+    return data
+
+
+async def _read_async(connection: Any) -> Any:
+    """One reply from the connection's stream. The scripts answer a bulk string, an
+    integer or an error; anything else is refused (and the connection closed)."""
+    reader = connection._reader
+    line = await reader.readuntil(b"\r\n")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"$":
+        size = int(rest)
+        if size < 0:
+            return None
+        return (await reader.readexactly(size + 2))[:-2]
+    return _reply(connection, kind, rest)
+
+
+def _where(connection: Any) -> str:
+    return f"{getattr(connection, 'host', '?')}:{getattr(connection, 'port', '?')}"
 
 
 def _dirty(connection: Any) -> bool:
@@ -102,13 +168,17 @@ class Wire:
                 connection.disconnect()
         try:
             connection.send_packed_command((buffer,))
-            reply = connection.read_response()
+            reply = _read(connection)
         except ResponseError:  # the whole error reply was read: the connection is clean
             self._idle.append(connection)
             raise
-        except BaseException:
+        except BaseException as exc:
             connection.disconnect()  # a reply may still be on its way: never read it later
             self._idle.append(connection)
+            if isinstance(exc, TimeoutError):  # the socket's timeout
+                raise redis.TimeoutError(f"Timeout reading from {_where(connection)}") from exc
+            if isinstance(exc, OSError):
+                raise redis.ConnectionError(f"Error reading from {_where(connection)}") from exc
             raise
         self._idle.append(connection)
         return reply
@@ -158,13 +228,18 @@ class AsyncWire:
             if not connection.is_connected:
                 await connection.connect()
             connection._writer.write(buffer)
-            reply = await connection.read_response()
+            async with asyncio.timeout(connection.socket_timeout):
+                reply = await _read_async(connection)
         except ResponseError:
             self._idle.append(connection)
             raise
-        except BaseException:
+        except BaseException as exc:
             await connection.disconnect(nowait=True)
             self._idle.append(connection)
+            if isinstance(exc, TimeoutError):  # asyncio's, from the timeout above
+                raise redis.TimeoutError(f"Timeout reading from {_where(connection)}") from exc
+            if isinstance(exc, OSError | asyncio.IncompleteReadError):
+                raise redis.ConnectionError(f"Error reading from {_where(connection)}") from exc
             raise
         self._idle.append(connection)
         return reply
