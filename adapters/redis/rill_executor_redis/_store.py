@@ -6,9 +6,11 @@ failover to a node that never saw it) the store loads the script (on every prima
 Cluster) and sends the ``EVALSHA`` once more. The twins share the arguments they send
 (``_scripts``) and the reply decoding (``_rows``); only the I/O differs.
 
-The command goes through the client's ``evalsha``: redis-py's connection pool, retry
-policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of its
-``Script`` objects.
+On a plain standalone client the ``EVALSHA`` goes out on the store's own connections
+(``_wire``: framed once, its reply read straight from the socket). On any other client,
+and on a Cluster, it goes through the client's ``evalsha``: redis-py's connection pool,
+retry policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of
+its ``Script`` objects.
 
 An asyncio Cluster client loads its slot map on first use, and redis-py lets a burst of
 first calls race to do it: some are sent before the map exists, and the re-mapping that
