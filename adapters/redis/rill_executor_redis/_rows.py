@@ -84,13 +84,16 @@ def claimed_from(request: ClaimRequest, reply: object) -> StoreAnswer:
     try:
         _, now_text, fence, created_at, watchers, notices = _text_reply(reply).split(_SEP)
         now = int(now_text)
-        # The port's rule for a claimed row, with what only the server knows put in.
-        job = replace(
-            claimed_row(None, request, now, last_fence=int(fence) - 1),
-            created_at=int(created_at),
-            watchers=_watchers(watchers) if watchers else "{}",
-            notices=_notices(notices) if notices else "[]",
-        )
+        # The port's rule for a claimed row, with what only the server knows put in: a
+        # first claim without a watch, the common case, has nothing to put in.
+        job = claimed_row(None, request, now, last_fence=int(fence) - 1)
+        if created_at != now_text or watchers or notices:
+            job = replace(
+                job,
+                created_at=int(created_at),
+                watchers=_watchers(watchers) if watchers else "{}",
+                notices=_notices(notices) if notices else "[]",
+            )
         return StoreAnswer(ok=True, job=job, now=now)
     except (ValueError, IndexError, TypeError) as exc:
         raise _malformed(request.job_id, reply, exc) from exc

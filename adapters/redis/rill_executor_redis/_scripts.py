@@ -69,6 +69,7 @@ class Script:
     op: Op
     source: str
     sha: str
+    sha_bytes: bytes  # the same, ASCII, as ``_wire`` sends it
 
 
 @cache
@@ -86,7 +87,7 @@ def source(op: Op) -> str:
 def script(op: Op) -> Script:
     text = source(op)
     sha = hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
-    return Script(op, text, sha)
+    return Script(op, text, sha, sha.encode())
 
 
 def pack(*values: str) -> bytes:

@@ -6,9 +6,11 @@ failover to a node that never saw it) the store loads the script (on every prima
 Cluster) and sends the ``EVALSHA`` once more. The twins share the arguments they send
 (``_scripts``) and the reply decoding (``_rows``); only the I/O differs.
 
-The command goes through the client's ``evalsha``: redis-py's connection pool, retry
-policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of its
-``Script`` objects.
+On a plain standalone client the ``EVALSHA`` goes out on the store's own connections
+(``_wire``: framed once, its reply read straight from the socket). On any other client,
+and on a Cluster, it goes through the client's ``evalsha``: redis-py's connection pool,
+retry policy and Cluster routing (by the keys of the ``EVALSHA``), without the layers of
+its ``Script`` objects.
 
 An asyncio Cluster client loads its slot map on first use, and redis-py lets a burst of
 first calls race to do it: some are sent before the map exists, and the re-mapping that
@@ -72,6 +74,7 @@ from ._scripts import (
     settle_args,
 )
 from ._url import parse_url
+from ._wire import async_wire_for, command, load, wire_for
 
 __all__ = [
     "AsyncRedisStore",
@@ -112,6 +115,7 @@ class RedisStore:
         self.client = client
         self.where = where or _describe(client)
         self._indexed = not isinstance(client, redis.cluster.RedisCluster)  # see _outbox
+        self._wire = wire_for(client)  # the scripts' own path on a plain standalone client
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
@@ -274,6 +278,8 @@ class RedisStore:
         return _raised(replies)
 
     def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
         self.client.close()
 
     def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
@@ -281,6 +287,13 @@ class RedisStore:
         lua = script(op)
         keys = job_keys(job_id)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, args)
+                try:
+                    return wire.call(buffer)
+                except NoScriptError:  # as below
+                    wire.call(load(lua.source))
+                    return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -293,6 +306,13 @@ class RedisStore:
         """As ``_run``, on other keys (a namespace's outbox index)."""
         lua = script(op)
         with wrap_errors(op.value, self.where, job_id):
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, (args,))
+                try:
+                    return wire.call(buffer)
+                except NoScriptError:
+                    wire.call(load(lua.source))
+                    return wire.call(buffer)
             try:
                 return self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:
@@ -318,6 +338,7 @@ class AsyncRedisStore:
         self.where = where or _describe(client)
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
         self._indexed = self._mapped  # standalone (see _outbox)
+        self._wire = async_wire_for(client)  # as RedisStore's
         self._mapping = asyncio.Lock()
         self._store_id: str | None = None
 
@@ -489,6 +510,8 @@ class AsyncRedisStore:
         return _raised(replies)
 
     async def close(self) -> None:
+        if self._wire is not None:
+            await self._wire.close()
         await self.client.aclose()
 
     async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
@@ -498,6 +521,13 @@ class AsyncRedisStore:
         lua = script(op)
         keys = job_keys(job_id)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, args)
+                try:
+                    return await wire.call(buffer)
+                except NoScriptError:  # as below
+                    await wire.call(load(lua.source))
+                    return await wire.call(buffer)
             try:
                 return await self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -512,6 +542,13 @@ class AsyncRedisStore:
             await self._map_slots()
         lua = script(op)
         try:
+            if (wire := self._wire) is not None:
+                buffer = command(lua.sha_bytes, keys, (args,))
+                try:
+                    return await wire.call(buffer)
+                except NoScriptError:
+                    await wire.call(load(lua.source))
+                    return await wire.call(buffer)
             try:
                 return await self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:

@@ -230,3 +230,23 @@ def test_a_lost_reply_is_unavailable_at_once_and_sent_once(
         assert _evalsha_calls(private_redis) - before == 1
     finally:
         proxy.close()
+
+
+def test_a_reply_after_a_timeout_is_never_read_as_the_next_answer(
+    make_store: MakeStore, private_redis: RedisServer
+) -> None:
+    # CLIENT PAUSE WRITE holds every script until CLIENT UNPAUSE; the store times out first.
+    store = make_store(with_query(private_redis.url, f"{QUIET}&socket_timeout=0.5"))
+    first, second = _claim_request("first"), _claim_request("second")
+    store.status(first.job_id)  # loads the scripts; the store's connection is open
+    with private_redis.client() as admin:
+        admin.client_pause(30_000, all=False)
+        try:
+            with pytest.raises(StoreUnavailable, match="may or may not have been applied"):
+                store.claim(first)
+        finally:
+            admin.client_unpause()  # the first claim's late reply, if it runs, goes nowhere
+    answer = store.claim(second)
+    assert answer.ok and answer.job is not None and answer.job.key == "second"
+    again = store.claim(second)
+    assert not again.ok and again.job is not None and again.job.key == "second"

@@ -1,0 +1,288 @@
+"""The store's own path for its scripts on a standalone server: the ``EVALSHA`` framed
+once, sent on a connection the store keeps for its scripts.
+
+redis-py's ``execute_command`` spends more of the client's time on a script call than the
+store does on its arguments and reply (cProfile, ``docs/benchmarks.md``): each call takes
+a connection from the pool and gives it back, with a poll of the socket that sets its
+timeout twice and four observability counters; runs the retry wrapper (no resends here,
+see ``_client``) and the per-command duration recorder; and frames every argument through
+the encoder. ``Wire`` keeps the connections itself (made by the client's pool, with its
+connection class and settings: TLS, credentials, database, protocol) and does only what a
+script call needs:
+
+- a connection idle since its last call is checked with a zero-timeout ``select``: if the
+  server closed it (a restart, a client timeout) or left anything to read, it is closed and
+  opened afresh before the call is sent, as the pool's check does;
+- the command goes out as one buffer (``command``), the reply is read with the
+  connection's parser; a reply that is a Redis error leaves the connection clean, anything
+  else (a timeout, a lost connection, an interrupt) closes it, so a late reply is never read
+  as the answer to the next call;
+- connections are taken and given back with ``list.pop`` / ``append`` (atomic in CPython):
+  each thread's call has one to itself; a forked child starts with none of its parent's.
+
+``AsyncWire`` is the same for ``redis.asyncio``, where the saving is larger: redis-py sends
+each command under ``asyncio.wait_for`` (a task per command on Python 3.11) and takes the
+pool's lock twice. It writes the buffer to the connection's stream without waiting (the
+transport sends it while the read that follows waits for the reply). The socket timeout
+bounds the read as a timer that aborts the connection's transport, which ends the read as
+a timeout. (An ``asyncio.timeout`` block per
+call, with 64 calls in flight, cost a third of the wire's throughput: its cancelled timers
+crowd the loop's heap.) and checks an idle
+connection with its parser's ``can_read`` (the bytes already in its stream, or its end).
+
+Used only for a plain ``redis.Redis`` (``redis.asyncio.Redis``) on a plain
+``ConnectionPool`` without client-side caching or maintenance notifications (``wire_for``,
+``async_wire_for``); every other client, and every command other than the scripts, goes
+through redis-py as before. redis-py's own per-command metrics do not count these calls; the
+ledger's telemetry does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+from redis.exceptions import InvalidResponse, ResponseError
+
+__all__ = ["AsyncWire", "Wire", "async_wire_for", "command", "load", "wire_for"]
+
+
+def load(source: str) -> bytes:
+    """``SCRIPT LOAD source`` in RESP: after a ``NOSCRIPT``, sent on the same connections."""
+    text = source.encode()
+    return b"*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$%d\r\n%s\r\n" % (len(text), text)
+
+
+def command(sha: bytes, keys: Sequence[str], args: Sequence[bytes]) -> bytes:
+    """``EVALSHA sha len(keys) keys... args...`` in RESP, as one buffer."""
+    parts = [b"*%d\r\n$7\r\nEVALSHA\r\n$40\r\n%s\r\n" % (3 + len(keys) + len(args), sha)]
+    count = b"%d" % len(keys)
+    parts.append(b"$%d\r\n%s\r\n" % (len(count), count))
+    for key in keys:
+        name = key.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(name), name))
+    for arg in args:
+        parts.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
+def _reply(connection: Any, kind: bytes, rest: bytes) -> Any:
+    """A reply other than a bulk string: an integer, a status, or an error (raised)."""
+    if kind == b":":
+        return int(rest)
+    if kind == b"+":
+        return rest
+    if kind == b"-":  # redis-py's parser's mapping: NoScriptError, OutOfMemoryError, ...
+        raise connection._parser.parse_error(rest.decode("utf-8", "replace"))
+    raise InvalidResponse(f"unexpected reply to a script: {kind + rest!r:.100}")
+
+
+_CHUNK = 65536
+
+
+def _read(connection: Any) -> Any:
+    """One reply from the connection's socket (its timeout bounds each read), as
+    ``_read_async``. The reply must be all there is: the scripts' calls are never pipelined."""
+    sock = connection._sock
+    data = sock.recv(_CHUNK)
+    while (end := data.find(b"\r\n")) < 0:
+        data += _more(sock)
+    kind, rest = data[:1], data[1:end]
+    if kind != b"$":
+        if len(data) != end + 2:
+            raise InvalidResponse(f"more than one reply to a script: {data!r:.100}")
+        return _reply(connection, kind, rest)
+    size = int(rest)
+    if size < 0:
+        return None
+    need = end + 2 + size + 2
+    if len(data) < need:
+        buffer = bytearray(data)
+        while len(buffer) < need:
+            buffer += _more(sock)
+        data = bytes(buffer)
+    if len(data) != need:
+        raise InvalidResponse(f"more than one reply to a script: {data!r:.100}")
+    return data[end + 2 : need - 2]
+
+
+def _more(sock: Any) -> bytes:
+    data: bytes = sock.recv(_CHUNK)
+    if not data:
+        raise redis.ConnectionError("Connection closed by server.")
+    return data
+
+
+async def _read_async(connection: Any) -> Any:
+    """One reply from the connection's stream. The scripts answer a bulk string, an
+    integer or an error; anything else is refused (and the connection closed)."""
+    reader = connection._reader
+    line = await reader.readuntil(b"\r\n")
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"$":
+        size = int(rest)
+        if size < 0:
+            return None
+        return (await reader.readexactly(size + 2))[:-2]
+    return _reply(connection, kind, rest)
+
+
+def _where(connection: Any) -> str:
+    return f"{getattr(connection, 'host', '?')}:{getattr(connection, 'port', '?')}"
+
+
+def _dirty(connection: Any) -> bool:
+    """Whether an idle connection has something to read: data, or the server's close."""
+    sock = connection._sock
+    if sock is None:
+        return False  # closed: sending opens it again
+    try:
+        return bool(select.select((sock,), (), (), 0)[0])
+    except ValueError:  # a descriptor past select's limit: the parser's own check
+        try:
+            return bool(connection.can_read())
+        except (redis.ConnectionError, OSError):
+            return True
+
+
+class Wire:
+    """Connections of one standalone client, for the store's ``EVALSHA`` calls."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self._pool = pool
+        self._idle: list[Any] = []
+        self._pid = os.getpid()
+
+    def call(self, buffer: bytes) -> Any:
+        """Send ``buffer`` (one framed command), return its reply; a Redis error raises."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not this process's
+            self._idle, self._pid = [], os.getpid()
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.make_connection()  # connects on its first send
+        else:
+            if _dirty(connection):
+                connection.disconnect()
+        try:
+            connection.send_packed_command((buffer,))
+            reply = _read(connection)
+        except ResponseError:  # the whole error reply was read: the connection is clean
+            self._idle.append(connection)
+            raise
+        except BaseException as exc:
+            connection.disconnect()  # a reply may still be on its way: never read it later
+            self._idle.append(connection)
+            if isinstance(exc, TimeoutError):  # the socket's timeout
+                raise redis.TimeoutError(f"Timeout reading from {_where(connection)}") from exc
+            if isinstance(exc, OSError):
+                raise redis.ConnectionError(f"Error reading from {_where(connection)}") from exc
+            raise
+        self._idle.append(connection)
+        return reply
+
+    def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.disconnect()
+
+
+def wire_for(client: object) -> Wire | None:
+    """A ``Wire`` for ``client`` if it is a plain standalone client, else None."""
+    if type(client) is not redis.Redis or client.connection is not None:
+        return None  # a subclass may override execute_command; a single-connection client
+    pool = client.connection_pool
+    if type(pool) is not redis.ConnectionPool or getattr(pool, "cache", None) is not None:
+        return None
+    if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
+        return None
+    return Wire(pool)
+
+
+def _quiet(pool: Any) -> bool:
+    """Whether the server never speaks unasked on the pool's connections: no maintenance
+    notifications (RESP3 push messages; redis-py's default "auto" tries them on RESP3)."""
+    notifications = getattr(pool, "maint_notifications_enabled", lambda: False)()
+    resp3 = pool.connection_kwargs.get("protocol") in (3, "3")
+    return not (notifications is True or (notifications and resp3))
+
+
+class AsyncWire:
+    """``Wire`` for a ``redis.asyncio`` standalone client."""
+
+    def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
+        self._pool: Any = pool  # make_connection is untyped
+        self._idle: list[Any] = []
+
+    async def call(self, buffer: bytes) -> Any:
+        try:
+            connection = self._idle.pop()
+        except IndexError:
+            connection = self._pool.make_connection()
+        else:
+            if connection.is_connected and await connection.can_read():
+                await connection.disconnect(nowait=True)  # closed by the server, or unread data
+        loop, timer = asyncio.get_running_loop(), None
+        expired: list[bool] = []
+        try:
+            if not connection.is_connected:
+                await connection.connect()
+            writer = connection._writer
+            writer.write(buffer)
+            if (timeout := connection.socket_timeout) is not None:  # see the module docs
+                timer = loop.call_at(loop.time() + timeout, _expire, writer, expired)
+            try:
+                reply = await _read_async(connection)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        except ResponseError:
+            self._idle.append(connection)
+            raise
+        except BaseException as exc:
+            await connection.disconnect(nowait=True)
+            self._idle.append(connection)
+            if expired:
+                raise redis.TimeoutError(f"Timeout reading from {_where(connection)}") from exc
+            if isinstance(exc, OSError | asyncio.IncompleteReadError):
+                raise redis.ConnectionError(f"Error reading from {_where(connection)}") from exc
+            raise
+        self._idle.append(connection)
+        return reply
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.disconnect()
+
+
+def _expire(writer: asyncio.StreamWriter, expired: list[bool]) -> None:
+    """The socket timeout of an ``AsyncWire`` read: the read ends, as a timeout."""
+    expired.append(True)
+    writer.transport.abort()
+
+
+_ASYNC_CONNECTIONS = (
+    redis.asyncio.Connection,
+    redis.asyncio.SSLConnection,
+    redis.asyncio.UnixDomainSocketConnection,
+)
+
+
+def async_wire_for(client: object) -> AsyncWire | None:
+    """An ``AsyncWire`` for ``client`` if it is a plain standalone asyncio client, else None."""
+    if type(client) is not redis.asyncio.Redis or client.single_connection_client:
+        return None
+    pool = client.connection_pool
+    if type(pool) is not redis.asyncio.ConnectionPool:
+        return None
+    if pool.connection_class not in _ASYNC_CONNECTIONS:
+        return None  # the stream it writes to is these classes' own
+    if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
+        return None
+    return AsyncWire(pool)

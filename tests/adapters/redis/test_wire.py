@@ -1,0 +1,100 @@
+"""The store's own path for its scripts (``_wire``): replies of every size and kind, clients
+it does not take, and connections the server closed while they were idle."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import redis
+
+from rill_executor import Claim, Ledger, Replay
+from rill_executor._keys import job_id
+from rill_executor_redis import RedisStore
+
+from .conftest import QUIET, AnyStore, RedisServer, with_query
+
+MakeStore = Callable[[str], AnyStore]
+
+
+def _ledger(store: AnyStore) -> Ledger:
+    return Ledger(store, namespace=f"w{uuid.uuid4().hex[:12]}", lease=30)
+
+
+def test_a_result_of_many_socket_reads_round_trips(make_store: MakeStore, redis_url: str) -> None:
+    ledger = _ledger(make_store(redis_url))
+    big = "é" * 400_000 + "\r\n$5\r\n" + "x" * 100_000  # ~900 KB, RESP-looking text inside
+    claim = ledger.claim("big")
+    assert isinstance(claim, Claim)
+    claim.commit(big)
+    replay = ledger.claim("big")
+    assert isinstance(replay, Replay) and replay.result() == big
+    status = ledger.status("big")
+    assert status is not None and status.result == big
+    assert isinstance(ledger.claim("small"), Claim)  # the next reply is its own
+
+
+def test_integer_replies(make_store: MakeStore, redis_url: str) -> None:
+    ledger = _ledger(make_store(redis_url))
+    ledger.claim("k")
+    assert ledger.record_event("k", "note", reason="by hand") is True  # event.lua answers 1
+    assert ledger.record_event("other", "note") is False  # and 0 for a job it does not know
+    status = ledger.status("k")
+    assert status is not None and [e.kind for e in status.events] == ["note"]
+
+
+def test_a_client_that_decodes_replies(redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url.split("?", maxsplit=1)[0], decode_responses=True)
+    store = RedisStore(client, durability="ignore")
+    try:
+        ledger = _ledger(store)
+        claim = ledger.claim("k")
+        assert isinstance(claim, Claim)
+        claim.commit({"ok": 1})
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay) and replay.result() == {"ok": 1}
+    finally:
+        store.close()
+
+
+class _Counting(redis.Redis):
+    """A client subclass: the store leaves its commands to it."""
+
+    calls = 0
+
+    def execute_command(self, *args: object, **options: object) -> object:
+        type(self).calls += 1
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def test_a_client_subclass_keeps_every_command(redis_url: str) -> None:
+    client = _Counting.from_url(redis_url.split("?", maxsplit=1)[0])
+    store = RedisStore(client, durability="ignore")
+    try:
+        ledger = _ledger(store)
+        before = _Counting.calls
+        claim = ledger.claim("k")
+        assert isinstance(claim, Claim)
+        claim.commit("done")
+        assert _Counting.calls - before >= 2  # the claim's and the commit's EVALSHA
+    finally:
+        store.close()
+
+
+def test_idle_connections_closed_by_the_server_are_opened_again(
+    make_store: MakeStore, private_redis: RedisServer
+) -> None:
+    # The store itself, not a ledger: a ledger would resend a failed claim and hide it.
+    name = f"rill-{uuid.uuid4().hex[:8]}"
+    store = make_store(with_query(private_redis.url, f"{QUIET}&client_name={name}"))
+    missing = job_id("w", "never claimed")
+    assert store.status(missing) is None  # a connection is open, and idle after this
+    with private_redis.client() as admin:
+        admin.config_set("timeout", 1)  # the server closes connections idle for a second
+        deadline = time.monotonic() + 20
+        while any(c["name"] == name for c in admin.client_list()):
+            assert time.monotonic() < deadline, "the server kept the idle connections"
+            time.sleep(0.1)
+        admin.config_set("timeout", 0)
+    assert store.status(missing) is None  # opened again, not an error
