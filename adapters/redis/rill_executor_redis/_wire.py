@@ -22,19 +22,19 @@ script call needs:
 
 ``AsyncWire`` is the same for ``redis.asyncio``, where the saving is larger: redis-py sends
 each command under ``asyncio.wait_for`` (a task per command on Python 3.11) and takes the
-pool's lock twice. It writes the buffer to the connection's stream without waiting (the
-transport sends it while the read that follows waits for the reply). The socket timeout
-bounds the read as a timer that aborts the connection's transport, which ends the read as
-a timeout. (An ``asyncio.timeout`` block per
-call, with 64 calls in flight, cost a third of the wire's throughput: its cancelled timers
-crowd the loop's heap.) and checks an idle
-connection with its parser's ``can_read`` (the bytes already in its stream, or its end).
+pool's lock twice. It checks an idle connection with its parser's ``can_read`` (the bytes
+already in its stream, or its end), and writes the buffer to the connection's stream
+without waiting (the transport sends it while the read that follows waits for the reply).
+The socket timeout bounds the read as a timer that aborts the connection's transport,
+which ends the read as a timeout: an ``asyncio.timeout`` block per call, with 64 calls in
+flight, cost a third of the wire's throughput (its cancelled timers crowd the loop's heap).
 
 Used only for a plain ``redis.Redis`` (``redis.asyncio.Redis``) on a plain
-``ConnectionPool`` without client-side caching or maintenance notifications (``wire_for``,
-``async_wire_for``); every other client, and every command other than the scripts, goes
-through redis-py as before. redis-py's own per-command metrics do not count these calls; the
-ledger's telemetry does.
+``ConnectionPool`` without client-side caching or maintenance notifications, whose
+connections have the redis-py internals read here (``wire_for``, ``async_wire_for``).
+Every other client, and every command other than the scripts, goes through redis-py as
+before. redis-py's own per-command metrics do not count these calls; the ledger's
+telemetry does.
 """
 
 from __future__ import annotations
@@ -201,7 +201,20 @@ def wire_for(client: object) -> Wire | None:
         return None
     if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
         return None
+    if not _has(pool, ("_sock", "_parser", "send_packed_command", "disconnect")):
+        return None
     return Wire(pool)
+
+
+def _has(pool: Any, attributes: tuple[str, ...]) -> bool:
+    """Whether the pool's connections have the parts of redis-py the wire reads: some are
+    its internals, so a redis-py that changed them gets its own path back, not an error."""
+    try:
+        probe = pool.connection_class(**pool.connection_kwargs)  # not connected, not counted
+    except Exception:  # whatever the reason, redis-py's path still works
+        return False
+    parser = getattr(probe, "_parser", None)
+    return all(hasattr(probe, a) for a in attributes) and hasattr(parser, "parse_error")
 
 
 def _quiet(pool: Any) -> bool:
@@ -284,5 +297,7 @@ def async_wire_for(client: object) -> AsyncWire | None:
     if pool.connection_class not in _ASYNC_CONNECTIONS:
         return None  # the stream it writes to is these classes' own
     if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
+        return None
+    if not _has(pool, ("_reader", "_writer", "_parser", "is_connected", "socket_timeout")):
         return None
     return AsyncWire(pool)

@@ -8,10 +8,12 @@ import uuid
 from collections.abc import Callable
 
 import redis
+import redis.asyncio
 
 from rill_executor import Claim, Ledger, Replay
 from rill_executor._keys import job_id
 from rill_executor_redis import RedisStore
+from rill_executor_redis._wire import async_wire_for, wire_for
 
 from .conftest import QUIET, AnyStore, RedisServer, with_query
 
@@ -98,3 +100,26 @@ def test_idle_connections_closed_by_the_server_are_opened_again(
             time.sleep(0.1)
         admin.config_set("timeout", 0)
     assert store.status(missing) is None  # opened again, not an error
+
+
+class _Renamed(redis.Connection):
+    """A connection as a later redis-py might make it: its socket under another name."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]
+        self._socket = self.__dict__.pop("_sock")
+
+
+def test_the_store_takes_its_own_path_only_where_redis_py_has_the_parts_it_reads(
+    redis_url: str,
+) -> None:
+    url = redis_url.split("?", maxsplit=1)[0]
+    plain = redis.Redis.from_url(url)
+    assert wire_for(plain) is not None
+    assert async_wire_for(redis.asyncio.Redis.from_url(url)) is not None
+    renamed = redis.Redis(
+        connection_pool=redis.ConnectionPool.from_url(url, connection_class=_Renamed)
+    )
+    assert wire_for(renamed) is None  # redis-py's own path, rather than an AttributeError
+    plain.close()
+    renamed.close()
