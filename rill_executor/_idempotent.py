@@ -157,6 +157,10 @@ class IdempotentSpec:
         return typing.get_type_hints(self.fn).get("return", Any)
 
     @functools.cached_property
+    def return_name(self) -> str:
+        return type_name(self.return_type)
+
+    @functools.cached_property
     def adapter(self) -> TypeAdapter[Any]:
         try:
             return adapter_for(self.return_type)
@@ -175,7 +179,7 @@ class IdempotentSpec:
             self.adapter,
             claim.outputs.committed(),
             source=f"handler {self.name}",
-            expected=type_name(self.return_type),
+            expected=self.return_name,
         )
 
     def is_terminal(self, exc: BaseException) -> bool:

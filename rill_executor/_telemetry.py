@@ -273,7 +273,7 @@ class RunSpan:
 
     @property
     def traceparent(self) -> str | None:
-        return traceparent(self.span)
+        return None if self.scope is _NO_SCOPE else traceparent(self.span)
 
     def claimed(self, outcome: object) -> None:
         """What the claim answered; a duplicate links to the attempt that did the work."""
