@@ -256,11 +256,13 @@ class RunSpan:
         self.scope = Scope(self.span)
 
     def __enter__(self) -> RunSpan:
-        self.scope.__enter__()
+        if self.scope is not _NO_SCOPE:
+            self.scope.__enter__()
         return self
 
     def __exit__(self, t: object, exc: BaseException | None, tb: object) -> None:
-        self.scope.__exit__(t, exc, tb)
+        if self.scope is not _NO_SCOPE:
+            self.scope.__exit__(t, exc, tb)
 
     def meanwhile(self) -> Scope:
         """The run's span current for a block, without ending it: the claim of an async
@@ -277,7 +279,7 @@ class RunSpan:
 
     def claimed(self, outcome: object) -> None:
         """What the claim answered; a duplicate links to the attempt that did the work."""
-        if not self.span.is_recording():
+        if self.scope is _NO_SCOPE or not self.span.is_recording():
             return
         if hasattr(outcome, "_span"):  # our claim: its heartbeats are events on this span
             outcome._span = self.span
