@@ -74,7 +74,7 @@ from ._scripts import (
     settle_args,
 )
 from ._url import parse_url
-from ._wire import async_wire_for, command, load, wire_for
+from ._wire import async_wire_for, command, wire_for
 
 __all__ = [
     "AsyncRedisStore",
@@ -288,12 +288,7 @@ class RedisStore:
         keys = job_keys(job_id)
         try:
             if (wire := self._wire) is not None:
-                buffer = command(lua.sha_bytes, keys, args)
-                try:
-                    return wire.call(buffer)
-                except NoScriptError:  # as below
-                    wire.call(load(lua.source))
-                    return wire.call(buffer)
+                return wire.script(command(lua.sha_bytes, keys, args), lua.source)
             try:
                 return self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -307,12 +302,7 @@ class RedisStore:
         lua = script(op)
         with wrap_errors(op.value, self.where, job_id):
             if (wire := self._wire) is not None:
-                buffer = command(lua.sha_bytes, keys, (args,))
-                try:
-                    return wire.call(buffer)
-                except NoScriptError:
-                    wire.call(load(lua.source))
-                    return wire.call(buffer)
+                return wire.script(command(lua.sha_bytes, keys, (args,)), lua.source)
             try:
                 return self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:
@@ -522,12 +512,7 @@ class AsyncRedisStore:
         keys = job_keys(job_id)
         try:
             if (wire := self._wire) is not None:
-                buffer = command(lua.sha_bytes, keys, args)
-                try:
-                    return await wire.call(buffer)
-                except NoScriptError:  # as below
-                    await wire.call(load(lua.source))
-                    return await wire.call(buffer)
+                return await wire.script(command(lua.sha_bytes, keys, args), lua.source)
             try:
                 return await self.client.evalsha(lua.sha, 2, *keys, *args)
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -543,12 +528,7 @@ class AsyncRedisStore:
         lua = script(op)
         try:
             if (wire := self._wire) is not None:
-                buffer = command(lua.sha_bytes, keys, (args,))
-                try:
-                    return await wire.call(buffer)
-                except NoScriptError:
-                    await wire.call(load(lua.source))
-                    return await wire.call(buffer)
+                return await wire.script(command(lua.sha_bytes, keys, (args,)), lua.source)
             try:
                 return await self.client.evalsha(lua.sha, len(keys), *keys, args)
             except NoScriptError:

@@ -47,7 +47,7 @@ from typing import Any
 
 import redis
 import redis.asyncio
-from redis.exceptions import InvalidResponse, ResponseError
+from redis.exceptions import InvalidResponse, NoScriptError, ResponseError
 
 __all__ = ["AsyncWire", "Wire", "async_wire_for", "command", "load", "wire_for"]
 
@@ -158,6 +158,15 @@ class Wire:
         self._idle: list[Any] = []
         self._pid = os.getpid()
 
+    def script(self, buffer: bytes, source: str) -> Any:
+        """Send the ``EVALSHA`` in ``buffer``; after a ``NOSCRIPT`` (flushed, restarted,
+        failed over), load ``source`` on the same connections and send it once more."""
+        try:
+            return self.call(buffer)
+        except NoScriptError:
+            self.call(load(source))
+            return self.call(buffer)
+
     def call(self, buffer: bytes) -> Any:
         """Send ``buffer`` (one framed command), return its reply; a Redis error raises."""
         if self._pid != os.getpid():  # forked: the parent's sockets are not this process's
@@ -231,6 +240,14 @@ class AsyncWire:
     def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
         self._pool: Any = pool  # make_connection is untyped
         self._idle: list[Any] = []
+
+    async def script(self, buffer: bytes, source: str) -> Any:
+        """As ``Wire.script``."""
+        try:
+            return await self.call(buffer)
+        except NoScriptError:
+            await self.call(load(source))
+            return await self.call(buffer)
 
     async def call(self, buffer: bytes) -> Any:
         try:
