@@ -35,7 +35,8 @@ def _tally(
     try:
         value = call()
     except JobInProgress:
-        report["in_progress"] += 1
+        with _TALLY:
+            report["in_progress"] += 1
         return
     except Exception as exc:  # anything else is a finding: report it, keep the thread alive
         errors.append(f"{type(exc).__name__}: {exc}")
@@ -43,10 +44,16 @@ def _tally(
     if not isinstance(value, dict) or value.get("key") != key:
         errors.append(f"wrong result for {key}: {value!r}")
         return
-    report["answered"] += 1
-    seen = results.setdefault(key, value)
+    with _TALLY:
+        report["answered"] += 1
+        seen = results.setdefault(key, value)
     if seen != value:
         errors.append(f"two results for {key}: {seen!r} and {value!r}")
+
+
+# The racing threads count into one report: ``+= 1`` on a Counter is a read and a write, and a
+# thread switch between them loses a count.
+_TALLY = threading.Lock()
 
 
 def race(
