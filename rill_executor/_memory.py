@@ -30,7 +30,7 @@ from ._decisions import (
 )
 from ._events import appended_event
 from ._listing import listed
-from ._notices import leasable, lease_notice, settle_notice
+from ._notices import lapse_notices, leasable, lease_notice, settle_notice
 from ._purge import fence_keep_until, purge_batch
 from ._records import AttemptOutcome, AttemptRow, JobRow
 from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
@@ -153,6 +153,9 @@ class MemoryStore:
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         with self._lock:
             now = self._now()
+            for job_id, job in self._jobs.items():
+                if job.namespace == namespace and (lapsed := lapse_notices(job, now)):
+                    self._jobs[job_id] = replace(job, notices=lapsed)
             due = sorted(
                 (notice["due"], job_id, notice["id"])
                 for job_id, job in self._jobs.items()

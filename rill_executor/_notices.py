@@ -9,6 +9,13 @@ sent. Deliverers lease notices (so that several processes never send one twice a
 time), send them, and settle them: delivered, dropped (the engine will never take it), or
 pending again after a delay.
 
+A watched job whose owner dies, or cannot reach the store to finish, would leave its
+watchers waiting for ever: nobody else writes its end. So a processing job with watches
+is due for the deliverers when its owner's lease runs out (``outbox_due``), and the lease
+of notices adds a *lapse notice* to it then (``lapse_notices``: state ``processing``, no
+watch, one per fence), judged on the store's clock. A deliverer that leases it re-drives
+the job (runs it again, or ends it as a retryable failure the watchers are told of).
+
 Watches and notices are JSON in the job record: ``watchers`` is an object (watch id →
 target), ``notices`` an array. The target is opaque to stores.
 """
@@ -22,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import PydanticSerializationError, to_json
 
 from ._errors import InvalidPayload
+from ._records import JobState
 
 if TYPE_CHECKING:
-    from ._records import NoticeInfo
+    from ._records import JobRow, NoticeInfo
     from ._store import NoticeSettlement
 
 MAX_WATCH_ID_CHARS = 256
@@ -73,9 +81,12 @@ __all__ = [
     "Watch",
     "add_watch",
     "finish_notices",
+    "is_lapse",
+    "lapse_notices",
     "lease_notice",
     "leasable",
     "notice_due",
+    "outbox_due",
     "replay_notice",
     "settle_notice",
 ]
@@ -176,6 +187,42 @@ def notice_due(notices: str) -> int | None:
         if n["status"] == NoticeStatus.PENDING
     ]
     return min(due) if due else None
+
+
+def is_lapse(notice: dict[str, Any]) -> bool:
+    """A lapse notice (see the module docs), not a job outcome to report."""
+    return bool(notice["state"] == JobState.PROCESSING.value)
+
+
+def _lapse_due(job: JobRow, found: list[dict[str, Any]]) -> bool:
+    """True while ``job`` waits for a lapse notice: processing, watched, and none yet for
+    its owner's fence."""
+    return (
+        job.state is JobState.PROCESSING
+        and job.lease_until is not None
+        and bool(json.loads(job.watchers or "{}"))
+        and not any(is_lapse(n) and n["fence"] == job.fence for n in found)
+    )
+
+
+def outbox_due(job: JobRow) -> int | None:
+    """When ``job``'s outbox next needs a deliverer: its earliest pending notice
+    (``notice_due``) or, for a watched job still processing, its owner's lease end
+    (``lapse_notices``), whichever comes first; None when neither. SQL stores index it."""
+    due = notice_due(job.notices)
+    if job.lease_until is not None and _lapse_due(job, json.loads(job.notices or "[]")):
+        return job.lease_until if due is None else min(due, job.lease_until)
+    return due
+
+
+def lapse_notices(job: JobRow, now: int) -> str | None:
+    """``job``'s notices with a lapse notice added, if it is processing with watches and
+    its owner's lease ran out at ``now``; None when no lapse notice is due."""
+    found = json.loads(job.notices or "[]")
+    if not _lapse_due(job, found) or (job.lease_until or 0) > now:
+        return None
+    found.append(_notice(len(found) + 1, "", None, job.fence, JobState.PROCESSING.value, None, now))
+    return _dump(found)
 
 
 def lease_notice(notice: dict[str, Any], owner: str, lease_us: int, now: int) -> None:

@@ -11,14 +11,13 @@ claim of its key continues from it and fences never repeat. Stores decide with t
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
 from ._errors import UsageError
-from ._notices import NoticeStatus
+from ._notices import outbox_due
 from ._records import JobRow, JobState, at_us
 from ._store import PurgePage, PurgeRequest
 
@@ -51,7 +50,9 @@ def past_retention(job: JobRow, dangling_after_us: int, now: int) -> bool:
 
 
 def has_pending_notice(job: JobRow) -> bool:
-    return any(n["status"] == NoticeStatus.PENDING for n in json.loads(job.notices or "[]"))
+    """A notice still to deliver, or watches of a processing job that its lapse notice
+    will answer (``outbox_due``): deleting the record would leave a dispatch waiting."""
+    return outbox_due(job) is not None
 
 
 def purge_verdict(job: JobRow, dangling_after_us: int, now: int) -> PurgeVerdict:

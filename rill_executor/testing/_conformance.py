@@ -1158,6 +1158,43 @@ class StoreConformance:
         assert not ledger.settle_notice(first, "delivered", "ok")  # its lease ran out
         assert ledger.settle_notice(second, "delivered", "ok")
 
+    def test_a_watched_job_whose_owner_lapsed_gets_one_lapse_notice(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        """Invariant 16: nobody else would tell the watchers of a job whose owner died."""
+        ledger = driver.ledger(namespace, lease=0.3, retention=3600)
+        owner = ledger.claim("k", watch=Watch("task", {"url": "u"}))
+        ledger.claim("unwatched")  # nobody waits for it: no lapse notice
+        assert ledger.lease_notices(owner="d", lease=30) == []  # the lease is live
+        time.sleep(0.5)
+        assert self._purge_all(ledger, dangling_after=0.1)[:2] == (1, 1)  # a watcher waits
+        (lapse,) = ledger.lease_notices(owner="d", lease=30)
+        assert (lapse.key, lapse.info.watch, lapse.info.state) == ("k", "", JobState.PROCESSING)
+        assert lapse.info.fence == owner.fence and lapse.result is None
+        assert ledger.lease_notices(owner="e", lease=30) == []  # one lapse per fence
+        assert ledger.settle_notice(lapse, "delivered", "redriven")
+        assert ledger.lease_notices(owner="e", lease=30) == []
+        heir = ledger.claim("k")  # the re-drive takes it over; the watches stay
+        assert is_claim(heir)
+        status = ledger.status("k")
+        assert status is not None and status.watchers == {"task": {"url": "u"}}
+        time.sleep(0.5)
+        (again,) = ledger.lease_notices(owner="e", lease=30)
+        assert again.info.state is JobState.PROCESSING and again.info.fence == heir.fence
+
+    def test_a_renewed_lease_is_no_lapse_and_a_finish_answers_the_watch(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        ledger = driver.ledger(namespace, lease=0.6, retention=3600)
+        owner = ledger.claim("k", watch=Watch("task", {"url": "u"}))
+        time.sleep(0.3)
+        owner.heartbeat(lease=5)
+        time.sleep(0.5)  # past the first lease's end
+        assert ledger.lease_notices(owner="d", lease=30) == []
+        owner.commit("done")
+        (done,) = ledger.lease_notices(owner="d", lease=30)
+        assert (done.info.watch, done.info.state) == ("task", JobState.SUCCEEDED)
+
     # -- more fencing, conflicts, retention and identity ------------------------------------
 
     # -- fencing with a caller-chosen attempt id --------------------------------------------

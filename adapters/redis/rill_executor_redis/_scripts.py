@@ -103,7 +103,8 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
     """The claim's arguments; a second packed value only for an origin, a trace or a watch,
     so a plain claim costs the script what it did before the outbox. ``token``: the watch token
     a Cluster store gave the job in its outbox index; ``indexed``: whether the script keeps
-    the index itself (standalone)."""
+    the index itself (standalone): a takeover of a watched job re-indexes it, with a watch
+    or without."""
     claim = pack(
         request.namespace,
         request.key,
@@ -111,6 +112,7 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
         request.result_version or "",  # the core never passes an empty version
         request.attempt_id,
         str(request.lease_us),
+        _flag(indexed),
     )
     if request.origin is None and request.trace is None and request.watch is None:
         return (claim,)
@@ -124,7 +126,6 @@ def claim_args(request: ClaimRequest, token: str = "", *, indexed: bool) -> tupl
         watch_id,  # a watch id is never empty
         target,
         token,
-        _flag(indexed),
     )
     return claim, outbox
 

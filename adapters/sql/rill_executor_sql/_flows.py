@@ -64,9 +64,10 @@ from rill_executor.store import (
     finished_attempt,
     finished_row,
     heartbeat_row,
+    lapse_notices,
     leasable,
     lease_notice,
-    notice_due,
+    outbox_due,
     registered_row,
     resolution_event,
     resolved_attempt,
@@ -185,11 +186,11 @@ def _columns(job: JobRow, attempts: str) -> dict[str, Any]:
 
 
 def _outbox(job: JobRow) -> dict[str, Any]:
-    """The outbox columns: every write of ``notices`` writes ``notice_due`` with it."""
+    """The outbox columns: every write of the outbox writes ``notice_due`` with it."""
     return {
         "watchers": job.watchers,
         "notices": job.notices,
-        "notice_due": notice_due(job.notices),
+        "notice_due": outbox_due(job),
     }
 
 
@@ -782,7 +783,16 @@ def lease_notices(
 ) -> Flow:
     rows = yield _due_query(dialect, limit), {"namespace": namespace}
     now = int(rows[0]["now"]) if rows else (yield from _clock(dialect))
-    found = [(job, json.loads(job.notices)) for job in map(job_row, rows)]
+    found, touched = [], set()
+    for i, row in enumerate(rows):
+        job = job_row(row)
+        # A watched job whose owner's lease ran out gets its lapse notice.
+        if (lapsed := lapse_notices(job, now)) is not None:
+            job = replace(job, notices=lapsed)
+            touched.add(i)
+        elif outbox_due(job) != row["notice_due"]:
+            touched.add(i)  # its owner renewed the lease: looked at again when it ends
+        found.append((job, json.loads(job.notices)))
     due = sorted(
         (notice["due"], i, n)
         for i, (_, notices) in enumerate(found)
@@ -795,9 +805,12 @@ def lease_notices(
         lease_notice(notices[n], owner, lease_us, now)
         notice = json.dumps(notices[n], separators=(",", ":"))
         leased.append(LeasedNotice(job.job_id, job.namespace, job.key, notice, job.result))
-    touched = sorted({i for _, i, _ in due})
+        touched.add(i)
     if touched:
-        yield _write_outbox, [_outbox_params(dialect, _with_notices(*found[i])) for i in touched]
+        yield (
+            _write_outbox,
+            [_outbox_params(dialect, _with_notices(*found[i])) for i in sorted(touched)],
+        )
     return NoticeBatch(leased, now)
 
 

@@ -14,7 +14,7 @@ until ``keep_until`` (one retention later), so the next claim of the key continu
 ``ix_rill_jobs_namespace`` walks a namespace in job id order, as purge and listing do.
 A new database gets the current tables; an older one gets the ``MIGRATIONS`` it lacks.
 ``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
-On PostgreSQL the schema has a function too, ``rill_claim`` (version 8, ``claim_function`` in
+On PostgreSQL the schema has a function too, ``rill_claim`` (version 9, ``claim_function`` in
 ``_queries``): the claim, which reads a job before it starts an insert. Its result columns are
 the job's: a version that changes them replaces it (``DROP FUNCTION``, then create it again).
 """
@@ -199,6 +199,12 @@ def _v8_claim_function(conn: Connection) -> None:
         conn.exec_driver_sql(claim_function())
 
 
+def _v9_lapse(conn: Connection) -> None:
+    """Version 9: a takeover of a watched job keeps it due at its new lease's end, when a
+    lapse notice would be added (PostgreSQL's ``rill_claim``; nothing to do elsewhere)."""
+    _v8_claim_function(conn)
+
+
 def read_store_id(conn: Connection) -> str | None:
     """The store's identity: read once when a store opens."""
     return conn.execute(
@@ -217,8 +223,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _v6_purge,
     7: _v7_trace,
     8: _v8_claim_function,
+    9: _v9_lapse,
 }
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def create_v1(conn: Connection, now_us: int) -> None:

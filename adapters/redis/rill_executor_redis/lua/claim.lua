@@ -1,15 +1,16 @@
 -- claim: take the job if it is free, else leave it untouched and return it.
--- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us;
--- only if the claim has an origin, a trace or a watch, a second packed ARGV: origin ('' =
--- none), trace (a W3C traceparent, '' = none), watch id ('' = no watch), watch target (JSON text), watch token (Redis Cluster: '' =
--- none), and '1' if this script keeps the outbox index (standalone).
+-- Arguments: namespace, key, fingerprint, result_version ('' = none), attempt_id, lease_us,
+-- and '1' if this script keeps the outbox index (standalone); only if the claim has an
+-- origin, a trace or a watch, a second packed ARGV: origin ('' = none), trace (a W3C
+-- traceparent, '' = none), watch id ('' = no watch), watch target (JSON text), watch token
+-- (Redis Cluster: '' = none).
 -- The same rules as rill_executor.store.decide_claim / claimed_row / watched_row.
 
-local ns, key, fp, rv, attempt, lease = unpack(args(6))
+local ns, key, fp, rv, attempt, lease, indexed = unpack(args(7))
 lease = tonumber(lease)
-local origin, trace, watch, target, token, indexed = '', '', '', '', '', ''
+local origin, trace, watch, target, token = '', '', '', '', ''
 if ARGV[2] then
-  origin, trace, watch, target, token, indexed = unpack(args(6, ARGV[2]))
+  origin, trace, watch, target, token = unpack(args(5, ARGV[2]))
 end
 
 local function decide(job, now)
@@ -48,8 +49,13 @@ if action ~= 'insert' and action ~= 'takeover' then
     return answer(0, now, job) -- a pure read: a replay or a busy job, without a watch
   end
   local new
-  if action == 'in_progress' then -- the watch waits for the finish
-    new = changed(job, {[WATCHERS] = outbox().add_watch(job[WATCHERS], watch, target)})
+  if action == 'in_progress' then -- the watch waits for the finish, or the lease's lapse
+    local ob = outbox()
+    new = changed(job, {[WATCHERS] = ob.add_watch(job[WATCHERS], watch, target)})
+    if indexed == '1' then
+      ob.index_job(ns, string.match(KEYS[1], '{(%x+)}'), ob.decoded(new[NOTICES]), 'processing',
+        new[WATCHERS], new[FENCE], new[LEASE_UNTIL])
+    end
   else -- ended: answered from the stored outcome at once
     local ob = outbox()
     local notices = ob.replay_notice(
@@ -95,6 +101,11 @@ local new = {
 }
 if watch ~= '' then
   new[WATCHERS] = outbox().add_watch(new[WATCHERS], watch, target)
+end
+if new[WATCHERS] and indexed == '1' then -- looked at again when this lease ends, for its lapse
+  local ob = outbox()
+  ob.index_job(ns, string.match(KEYS[1], '{(%x+)}'), ob.decoded(new[NOTICES]), 'processing',
+    new[WATCHERS], new[FENCE], new[LEASE_UNTIL])
 end
 if job then
   save(new, job)

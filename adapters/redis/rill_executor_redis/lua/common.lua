@@ -248,8 +248,58 @@ local function outbox()
     return due
   end
 
-  -- Standalone Redis: the namespace's index holds exactly the jobs with pending notices,
-  -- scored by notice_due.
+  -- Whether a job still waits for its lapse notice: processing, watched, and none yet for
+  -- its owner's fence (rill_executor's _lapse_due).
+  local function lapse_due(found, state, watchers, fence)
+    if state ~= 'processing' or not watchers then
+      return false
+    end
+    for _, notice in ipairs(found) do
+      if notice.state == 'processing' and tostring(notice.fence) == tostring(fence) then
+        return false
+      end
+    end
+    return true
+  end
+
+  -- When the job's outbox next needs a deliverer (rill_executor's outbox_due): its earliest
+  -- pending notice, or for a watched job still processing its owner's lease end.
+  local function outbox_due(found, state, watchers, fence, lease_until)
+    local due = notice_due(found)
+    if lease_until and lapse_due(found, state, watchers, fence) then
+      local at = tonumber(lease_until)
+      if not due or at < due then
+        due = at
+      end
+    end
+    return due
+  end
+
+  -- Add the lapse notice of a watched job whose owner's lease ran out (rill_executor's
+  -- lapse_notices); true if one was added.
+  local function lapse(found, state, watchers, fence, lease_until, now)
+    if not lease_until or tonumber(lease_until) > now then
+      return false
+    end
+    if not lapse_due(found, state, watchers, fence) then
+      return false
+    end
+    found[#found + 1] = new_notice(#found + 1, '', 'null', fence, 'processing', false, now)
+    return true
+  end
+
+  -- Standalone Redis: the namespace's index holds the jobs whose outbox is due some time
+  -- (pending notices, or watches of a processing job), scored by outbox_due.
+  local function index_job(ns, job_id, found, state, watchers, fence, lease_until)
+    local due = outbox_due(found, state, watchers, fence, lease_until)
+    if due then
+      redis.call('ZADD', outbox_key(ns), due, job_id)
+    else
+      redis.call('ZREM', outbox_key(ns), job_id)
+    end
+  end
+
+  -- The same for a job that is not processing: its pending notices alone.
   local function index_notices(ns, job_id, found)
     local due = notice_due(found)
     if due then
@@ -284,6 +334,7 @@ local function outbox()
     key = outbox_key, decoded = decoded, encoded = encoded, add_watch = add_watch,
     finish_notices = finish_notices, replay_notice = replay_notice, lease_end = lease_end,
     notice_due = notice_due, index_notices = index_notices, lease_one = lease_one,
+    outbox_due = outbox_due, lapse = lapse, index_job = index_job,
   }
 end
 

@@ -22,12 +22,14 @@ if index and redis.call('EXISTS', index) == 0 then
   index = false
 end
 
-local function pending_notice(notices)
-  if not notices then
+-- Whether someone waits for the record: a pending notice, or watches of a processing job
+-- its lapse notice will answer (rill_executor's has_pending_notice).
+local function waiting(job)
+  if not job[7] and not job[9] then
     return false
   end
   ob = ob or outbox()
-  return ob.notice_due(ob.decoded(notices)) ~= nil
+  return ob.outbox_due(ob.decoded(job[7]), job[2], job[9], job[3], job[4]) ~= nil
 end
 
 -- Until when the deleted record's last fence is kept (rill_executor's fence_keep_until):
@@ -60,7 +62,7 @@ end
 for i = 1, #KEYS - 1, 2 do
   local name, history = KEYS[i], KEYS[i + 1]
   local job = redis.call('HMGET', name, 'ns', 'state', 'fence', 'lease_until', 'retain_until',
-    'finished_at', 'notices', 'watch_token')
+    'finished_at', 'notices', 'watch_token', 'watchers')
   local code, token = '0', ''
   if job[1] == ns and job[2] then
     local past
@@ -69,7 +71,7 @@ for i = 1, #KEYS - 1, 2 do
     else
       past = tonumber(job[5] or '0') <= now
     end
-    if past and pending_notice(job[7]) then
+    if past and waiting(job) then
       code = '2'
     elseif past then
       code, token = '1', job[8] or ''

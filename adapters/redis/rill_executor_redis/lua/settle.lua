@@ -8,7 +8,7 @@ local id, owner, status, outcome, detail, has_detail, retry_in, indexed = unpack
 local now = clock()
 local ob = outbox()
 local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token', 'state',
-  'retain_until', 'finished_at')
+  'retain_until', 'finished_at', 'fence', 'lease_until')
 local found = ob.decoded(job[2])
 local settled = false
 for _, notice in ipairs(found) do
@@ -35,7 +35,7 @@ if not settled then
 end
 redis.call('HSET', KEYS[1], 'notices', cjson.encode(found))
 if indexed == '1' then
-  ob.index_notices(job[1], string.match(KEYS[1], '{(%x+)}'), found)
+  ob.index_job(job[1], string.match(KEYS[1], '{(%x+)}'), found, job[5], job[3], job[8], job[9])
 end
 local due = ob.notice_due(found)
 -- The last pending notice of a finished record settled: it gets the expiries finish.lua

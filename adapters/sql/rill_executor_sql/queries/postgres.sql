@@ -14,7 +14,7 @@ SELECT * FROM rill_claim(CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varc
     CAST(%(origin)s AS text), CAST(%(trace)s AS varchar))
 
 -- name: claim_function
--- The claim (schema version 8). A data-modifying statement pays for starting its INSERT even
+-- The claim (schema version 8; version 9: a takeover keeps a watched job's lapse due). A data-modifying statement pays for starting its INSERT even
 -- when it inserts nothing, which was about half of a replay's server time; so the function
 -- first reads the job and answers it untouched when no claim may take it (the rules of
 -- `claim` below, negated: a replay, a live owner, a fingerprint mismatch). Otherwise a job
@@ -101,6 +101,9 @@ WITH clock AS (
         result = NULL, error = NULL, retryable = NULL, updated_at = EXCLUDED.updated_at,
         finished_at = NULL, retain_until = NULL, outputs = '[]'::jsonb,
         origin = EXCLUDED.origin, trace = EXCLUDED.trace,
+        -- a watched job is looked at again when this lease ends, for its lapse (outbox_due)
+        notice_due = CASE WHEN j.watchers = '{}'::jsonb THEN j.notice_due
+            ELSE least(coalesce(j.notice_due, EXCLUDED.lease_until), EXCLUDED.lease_until) END,
         attempts = CASE WHEN j.state = 'processing' THEN j.attempts || jsonb_build_array(
             jsonb_build_object('fence', j.fence, 'attempt_id', j.owner_attempt,
                                'started_at', j.claimed_at, 'ended_at', EXCLUDED.claimed_at,
