@@ -67,7 +67,7 @@ async def _drive_async(conn: AsyncConnection, flow: _flows.Flow, step: _flows.St
 
 
 def _as_sqlalchemy_error(
-    engine: Any, exc: BaseException, statement: str, params: Any
+    engine: Any, exc: BaseException, statement: str | None, params: Any
 ) -> BaseException:
     """A DBAPI error from the raw path, wrapped as SQLAlchemy would, for ``wrap_errors``."""
     return sa_exc.DBAPIError.instance(
@@ -81,7 +81,10 @@ def _as_sqlalchemy_error(
 
 def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
     """Postgres: driver-level SQL on the pooled DBAPI connection (no SQLAlchemy result layer)."""
-    raw = engine.raw_connection()
+    try:
+        raw = engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as exc:  # a failed connect, as Engine.connect says it
+        raise _as_sqlalchemy_error(engine, exc, None, None) from exc
     statement: Any
     statement, params = step
     try:
@@ -108,7 +111,10 @@ def _drive_raw(engine: Engine, flow: _flows.Flow, step: _flows.Step) -> Any:
 async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.Step) -> Any:
     """As ``_drive_raw``, on the pooled psycopg ``AsyncConnection``: checked out and returned
     in SQLAlchemy's greenlet, without an ``AsyncConnection`` around it (about 35 µs less)."""
-    raw = await engine.raw_connection()
+    try:
+        raw = await engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as exc:  # a failed connect, as Engine.connect says it
+        raise _as_sqlalchemy_error(engine.sync_engine, exc, None, None) from exc
     driver: Any = raw.driver_connection  # psycopg.AsyncConnection
     statement: Any
     statement, params = step

@@ -22,6 +22,7 @@ from rill_executor import (
     JobStatus,
     Ledger,
     ResultTooLarge,
+    StoreUnavailable,
 )
 from rill_executor.store import AttemptRef, Completion, Store, StoreStatus
 from rill_executor_sql import SqlStore, upgrade_schema
@@ -242,3 +243,44 @@ def test_an_async_store_left_open_exits_without_noise(
         check=False,
     )
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize("family", ["postgres", "mariadb"])
+def test_a_server_that_goes_away_after_the_open_is_store_unavailable(
+    request: pytest.FixtureRequest, family: str
+) -> None:
+    """A connect that fails once the store is open (PostgreSQL's raw path checks a
+    connection out of the pool itself) is ``StoreUnavailable``, never the driver's error."""
+    from ..faults.proxy import CuttingProxy
+
+    base = make_url(str(request.getfixturevalue(f"{family}_url")))
+    assert base.host is not None and base.port is not None
+    proxy = CuttingProxy(base.host, base.port)
+    url = base.set(port=proxy.port).render_as_string(hide_password=False)
+    namespace = f"gone-{uuid.uuid4().hex[:8]}"
+    try:
+        with Ledger(url, namespace=namespace) as ledger:
+            ledger.claim("before").commit("ok")  # open, with a pooled connection
+            proxy.retarget(None)
+            proxy.close()  # every pooled connection dropped; a new one is refused
+            with pytest.raises(StoreUnavailable):
+                ledger.claim("after")
+
+        async def claim_after_the_server_went_away() -> None:
+            again = CuttingProxy(base.host or "", base.port)
+            ledger = AsyncLedger(
+                base.set(port=again.port).render_as_string(hide_password=False),
+                namespace=namespace,
+            )
+            try:
+                await ledger.status("before")
+                again.retarget(None)
+                again.close()
+                with pytest.raises(StoreUnavailable):
+                    await ledger.claim("after")
+            finally:
+                await ledger.close()
+
+        asyncio.run(claim_after_the_server_went_away())
+    finally:
+        proxy.close()
