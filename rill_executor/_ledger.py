@@ -52,6 +52,7 @@ from ._step import (
     Action,
     Finish,
     Own,
+    Renew,
     Run,
     SendClaim,
     Sleep,
@@ -544,6 +545,8 @@ class Ledger(_LedgerBase[Store]):
                     current_claim.reset(token)
             case Finish(claim, completion, operation):
                 return cast(Claim, claim)._finish(completion, operation)
+            case Renew(claim):
+                return cast(Claim, claim).heartbeat()
             case Sleep(seconds):
                 time.sleep(seconds)
 
@@ -769,10 +772,15 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         claim: AsyncClaim,
         args: tuple[Any, ...],
         run: telemetry.RunSpan | None = None,
+        *,
+        persist: bool = False,
     ) -> Any:
         """The handler under a claim already made, as a decorated call runs it; ``run``
-        is the span the claim was made under, if the caller opened one."""
-        return await drive_async(resumed(self._core, spec, claim, args, run), self._perform)
+        is the span the claim was made under, if the caller opened one. ``persist``: a
+        finish that does not reach the store is tried again while the lease lasts."""
+        return await drive_async(
+            resumed(self._core, spec, claim, args, run, persist), self._perform
+        )
 
     async def _perform(self, action: Action) -> Any:
         match action:
@@ -795,6 +803,8 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
                     current_claim.reset(token)
             case Finish(claim, completion, operation):
                 return await cast(AsyncClaim, claim)._finish(completion, operation)
+            case Renew(claim):
+                return await cast(AsyncClaim, claim).heartbeat()
             case Sleep(seconds):
                 await asyncio.sleep(seconds)
 

@@ -9,6 +9,7 @@ its asyncio twin there), so the sync and async paths share every decision.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim
 from ._core import LedgerCore
-from ._errors import HandedOff, RillExecutorError, UsageError
+from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
 from ._idempotent import IdempotentSpec
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
@@ -27,6 +28,7 @@ __all__ = [
     "Action",
     "Finish",
     "Own",
+    "Renew",
     "Run",
     "SendClaim",
     "Sleep",
@@ -40,6 +42,7 @@ __all__ = [
 ]
 
 AnyClaim = Claim | AsyncClaim
+log = logging.getLogger("rill_executor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +79,18 @@ class Finish:
 
 
 @dataclass(frozen=True, slots=True)
+class Renew:
+    """Extend ``claim``'s lease by its length (a heartbeat)."""
+
+    claim: AnyClaim
+
+
+@dataclass(frozen=True, slots=True)
 class Sleep:
     seconds: float
 
 
-Action = SendClaim | Own | Run | Finish | Sleep
+Action = SendClaim | Own | Run | Finish | Renew | Sleep
 Step = Generator[Action, Any, Any]
 
 
@@ -165,8 +175,10 @@ def running(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     run: telemetry.RunSpan,
+    persist: bool = False,
 ) -> Step:
-    """The handler under a claim already made: its result committed, or its failure."""
+    """The handler under a claim already made: its result committed, or its failure
+    (``persist``: written while the lease lasts, see ``_finishing``)."""
     run.running()
     try:
         result = yield Run(claim, spec, args, kwargs)
@@ -176,15 +188,15 @@ def running(
     except BaseException as exc:
         terminal = spec.is_terminal(exc)
         run.ran(exc, terminal)
-        yield from _failing(claim, exc, retryable=not terminal)
+        yield from _failing(claim, exc, retryable=not terminal, persist=persist)
         raise
     run.ran(None, terminal=False)
     try:
         completion = spec.completion_of(claim, result)
     except UsageError as exc:  # the result cannot be stored; nothing was committed
-        yield from _failing(claim, exc, retryable=False)
+        yield from _failing(claim, exc, retryable=False, persist=persist)
         raise
-    yield Finish(claim, completion, "commit")
+    yield from _finishing(claim, completion, "commit", persist)
     return result
 
 
@@ -194,20 +206,73 @@ def resumed(
     claim: AnyClaim,
     args: tuple[Any, ...],
     run: telemetry.RunSpan | None = None,
+    persist: bool = False,
 ) -> Step:
     """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it;
-    ``run`` is the span the claim was made under, if the caller opened one."""
+    ``run`` is the span the claim was made under, if the caller opened one. ``persist``: the
+    run has nobody to tell of an unwritten finish (a background run), so it keeps trying."""
     if run is None:
         run = telemetry.RunSpan(spec.name, core.namespace, claim.key)
         run.claimed(claim)
     with run:
-        return (yield from running(spec, claim, args, {}, run))
+        return (yield from running(spec, claim, args, {}, run, persist))
 
 
-def _failing(claim: AnyClaim, exc: BaseException, *, retryable: bool) -> Step:
+def _finishing(claim: AnyClaim, completion: Completion, operation: str, persist: bool) -> Step:
+    """Write the attempt's end. A caller is told when it did not reach the store; a run
+    nobody waits on (``persist``) instead tries again, renewing its lease between tries,
+    until the lease runs out: a finish written late is still the only one (it is fenced)."""
+    try:
+        yield Finish(claim, completion, operation)
+        return
+    except StoreUnavailable as exc:
+        if not persist:
+            raise
+        first = exc
+    log.warning(
+        "%s of %r by attempt %s did not reach the store; trying again while its lease lasts"
+        " (%.1f s). Cause: %s",
+        operation,
+        claim.key,
+        claim.attempt_id,
+        claim.lease_left(),
+        first.__cause__ or first,
+    )
+    delay, tries = 0.1, 1
+    while claim.lease_left() > 0:
+        yield Sleep(min(delay, claim.lease_left()))
+        delay, tries = min(delay * 2, 2.0), tries + 1
+        try:
+            yield Renew(claim)  # keeps the lease while the store flaps
+            yield Finish(claim, completion, operation)
+        except StoreUnavailable:
+            continue
+        log.warning(
+            "%s of %r by attempt %s written at try %d",
+            operation,
+            claim.key,
+            claim.attempt_id,
+            tries,
+        )
+        return
+    log.error(
+        "%s of %r by attempt %s could not be written before its lease ran out (%d tries):"
+        " the job stays processing until it is taken over (a watched job: by the"
+        " deliverer's re-drive)",
+        operation,
+        claim.key,
+        claim.attempt_id,
+        tries,
+    )
+    raise first
+
+
+def _failing(
+    claim: AnyClaim, exc: BaseException, *, retryable: bool, persist: bool = False
+) -> Step:
     """Record ``exc`` as the attempt's failure; a failure to record it is noted on ``exc``."""
     try:
-        yield Finish(claim, claim._core.failure(exc, retryable=retryable), "fail")
+        yield from _finishing(claim, claim._core.failure(exc, retryable=retryable), "fail", persist)
     except RillExecutorError as problem:
         exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
         return

@@ -40,11 +40,13 @@ class Encoded(BaseModel):
     frames: int
 
 
-LEASE = float(os.environ.get("RILL_LEASE", "30"))
+LEASE = float(os.environ.get("RILL_LEASE", "10"))
 ledger = AsyncLedger(
     os.environ.get("RILL_STORE", "sqlite:///jobs.db"), namespace="segments", lease=LEASE
 )
-executor = RillFlowExecutor(ledger, token_secret=os.environ.get("RILL_TOKEN_SECRET"))
+executor = RillFlowExecutor(
+    ledger, lease=timedelta(seconds=LEASE), token_secret=os.environ.get("RILL_TOKEN_SECRET")
+)
 app = FastAPI(lifespan=executor.lifespan)
 app.include_router(executor.router)
 if token := os.environ.get("RILL_STATUS_TOKEN"):

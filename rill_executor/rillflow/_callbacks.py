@@ -14,6 +14,8 @@ classification      the engine said                                        the n
                     the stored result
 ``refused``         400 (30109: body too large), other 4xx                 dropped
 ``retry_later``     5xx otherwise, 30101 (task lock), network errors       pending again
+``redriven``        (no callback: a lapse notice, acted on by re-driving   delivered
+                    the job; see ``_redrive``)
 ==================  =====================================================  ============
 """
 
@@ -50,6 +52,7 @@ class CallbackClass(enum.StrEnum):
     MOVED_ON = "moved_on"
     REFUSED = "refused"
     RETRY_LATER = "retry_later"
+    REDRIVEN = "redriven"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,10 @@ Notices are leased before they are sent, so several worker processes (uvicorn ``
 never send one notice at the same time; a deliverer that dies holding a lease only delays
 the notice until the lease runs out. A notice the engine did not take is tried again later,
 with a doubling delay, up to ``max_attempts`` tries.
+
+A *lapse notice* (a watched job whose owner's lease ran out: see ``_redrive``) is not sent:
+the deliverer hands it to its ``redrive`` (the executor's, which runs the job again), or,
+alone, ends the job as a retryable failure that the engine is told of.
 """
 
 from __future__ import annotations
@@ -12,14 +16,17 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 import httpx
 
 from .._config import Seconds, to_us
+from .._errors import StoreError
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
+from .._records import JobState
 from . import _tracing as tracing
 from ._callbacks import (
     MAX_CALLBACK_CHARS,
@@ -31,6 +38,7 @@ from ._callbacks import (
     retry_delay,
     settle_as,
 )
+from ._redrive import Redriver
 
 __all__ = ["Deliverer", "Delivery"]
 
@@ -63,8 +71,11 @@ class Deliverer:
         poll: Seconds = timedelta(seconds=1),
         max_attempts: int = 20,
         timeout: Seconds = timedelta(seconds=5),
+        redrive: Callable[[DueNotice], Awaitable[str]] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.redrive = redrive or Redriver(ledger, None)
+        """What to do with a lapse notice; ``RillFlowExecutor`` sets its own."""
         self.owner = owner or f"deliverer-{secrets.token_hex(6)}"
         self._lease = timedelta(microseconds=to_us(lease, "lease"))
         self._batch = batch
@@ -88,6 +99,8 @@ class Deliverer:
             done.extend(await asyncio.gather(*(self._send(notice) for notice in due)))
 
     async def _send(self, notice: DueNotice) -> Delivery:
+        if notice.info.state is JobState.PROCESSING:
+            return await self._lapsed(notice)
         callback = callback_for(notice.info, notice.result)
         namespace, trace_context = notice.namespace, tracing.trace_headers(notice.info.target)
         with tracing.callback_span(namespace, notice.job_id, callback.url, trace_context) as span:
@@ -108,6 +121,27 @@ class Deliverer:
         )
         if kind not in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE):
             log.warning("callback for %s (%s): %s, %s", notice.key, notice.info.watch, kind, detail)
+        return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
+
+    async def _lapsed(self, notice: DueNotice) -> Delivery:
+        """Re-drive the job of a lapse notice; a store outage leaves it for a later round."""
+        try:
+            detail = await self.redrive(notice)
+        except StoreError as exc:
+            detail = f"not re-driven yet: {exc}"
+            settled = await self.ledger.settle_notice(
+                notice,
+                NoticeStatus.PENDING,
+                CallbackClass.RETRY_LATER,
+                detail=detail,
+                retry_in=retry_delay(notice.info.attempts),
+            )
+            kind = CallbackClass.RETRY_LATER
+        else:
+            kind = CallbackClass.REDRIVEN
+            settled = await self.ledger.settle_notice(
+                notice, NoticeStatus.DELIVERED, kind.value, detail=detail
+            )
         return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
 
     async def _post(

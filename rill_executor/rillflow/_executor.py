@@ -50,6 +50,7 @@ from ._callbacks import output_of
 from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
 from ._handoff import HandOffs
+from ._redrive import Redriver, kept_dispatch
 from ._task import CallbackTooLarge, Task
 
 __all__ = ["RillFlowExecutor"]
@@ -67,11 +68,16 @@ def _bad(exc: Exception) -> JSONResponse:
     return JSONResponse({"error_code": "BadDispatch", "error_msg": str(exc)}, status_code=400)
 
 
-def _target(dispatch: Dispatch) -> dict[str, str]:
-    """Where the notice goes, with the dispatch's trace context: the callback joins its trace."""
+def _target(dispatch: Dispatch, handler: str) -> dict[str, Any]:
+    """Where the notice goes, with the dispatch's trace context (the callback joins its
+    trace) and what it takes to run the dispatch again if its attempt dies (``_redrive``)."""
     assert dispatch.callback_url is not None  # parse_dispatch checked it
     trace = {"traceparent": dispatch.traceparent, "tracestate": dispatch.tracestate}
-    return {"url": dispatch.callback_url, **{k: v for k, v in trace.items() if v}}
+    return {
+        "url": dispatch.callback_url,
+        **{k: v for k, v in trace.items() if v},
+        **kept_dispatch(dispatch, handler),
+    }
 
 
 class RillFlowExecutor:
@@ -86,10 +92,14 @@ class RillFlowExecutor:
         max_body_bytes: int = MAX_DISPATCH_BYTES,
         token_secret: str | bytes | None = None,
         prefix: str = "/rill",
+        lease: Seconds = timedelta(seconds=10),
+        max_redrives: int = 3,
     ) -> None:
         self.ledger = ledger
         self.join = to_us(join, "join") / 1e6
+        self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
         self.deliverer = deliverer or Deliverer(ledger)
+        self.deliverer.redrive = Redriver(ledger, self._restart, max_redrives, self.lease)
         self.router = APIRouter()
         self._max_body = max_body_bytes
         self._running: set[asyncio.Task[Any]] = set()
@@ -129,7 +139,7 @@ class RillFlowExecutor:
                     else result_version
                 ),
                 wait=self.join,
-                heartbeat=heartbeat,
+                heartbeat=self.lease / 3 if heartbeat is True else heartbeat,
                 terminal=(*terminal, CallbackTooLarge),
                 name=name,
             )
@@ -176,6 +186,7 @@ class RillFlowExecutor:
                 {},
                 attempt_id=dispatch.new_attempt_id(),
                 origin=dispatch.origin(),
+                lease=self.lease,
             )
         except StoreError as exc:
             return JSONResponse(failed(type(exc).__name__, str(exc)), status_code=503)
@@ -200,7 +211,8 @@ class RillFlowExecutor:
                     result_version=version,
                     attempt_id=dispatch.new_attempt_id(),
                     origin=dispatch.origin(),
-                    watch=Watch(dispatch.task, _target(dispatch)),
+                    lease=self.lease,
+                    watch=Watch(dispatch.task, _target(dispatch, task.spec.name)),
                     trace=run.traceparent,
                 )
                 run.claimed(outcome)
@@ -229,10 +241,12 @@ class RillFlowExecutor:
         self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: telemetry.RunSpan
     ) -> None:
         async def run() -> None:
-            # A failure is recorded as the attempt's outcome and reported by the callback.
+            # A failure is recorded as the attempt's outcome and reported by the callback; a
+            # finish the store did not take is tried while the lease lasts, then logged,
+            # and the job is re-driven once its lapse is noticed.
             with contextlib.suppress(Exception):
                 try:
-                    await self.ledger._run_claimed(task.spec, claim, args, span)
+                    await self.ledger._run_claimed(task.spec, claim, args, span, persist=True)
                 except HandedOff:
                     await self._handoffs.handed_off(claim)
             self.deliverer.wake()
@@ -240,6 +254,20 @@ class RillFlowExecutor:
         running = asyncio.create_task(run(), name=f"rill-{claim.key}")
         self._running.add(running)
         running.add_done_callback(self._running.discard)
+
+    async def _restart(self, handler: str, claim: AsyncClaim, dispatch: Dispatch) -> bool:
+        """Run ``dispatch`` again under ``claim`` (a lapsed job's takeover), if its handler is
+        mounted here and its input still gives the claimed key; False otherwise."""
+        task = self._tasks.get(handler)
+        if task is None:
+            return False
+        payload = task.payload(dispatch)
+        if task.spec.identity((payload, dispatch), {})[0] != claim.key:
+            return False  # the handler's key function changed since: not this job
+        run = telemetry.RunSpan(task.spec.name, self.ledger.namespace, claim.key)
+        run.claimed(claim)
+        self._start(task, claim, (payload, dispatch), run)
+        return True
 
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
         """A completion token for the running attempt, good for ``ttl``; the attempt's lease
