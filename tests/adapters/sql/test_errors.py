@@ -260,7 +260,9 @@ def test_a_server_that_goes_away_after_the_open_is_store_unavailable(
     namespace = f"gone-{uuid.uuid4().hex[:8]}"
     try:
         with Ledger(url, namespace=namespace) as ledger:
-            ledger.claim("before").commit("ok")  # open, with a pooled connection
+            first = ledger.claim("before")  # open, with a pooled connection
+            assert isinstance(first, Claim)
+            first.commit("ok")
             proxy.retarget(None)
             proxy.close()  # every pooled connection dropped; a new one is refused
             with pytest.raises(StoreUnavailable):
