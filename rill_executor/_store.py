@@ -239,7 +239,10 @@ class Store(Protocol):
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         """Lease up to ``limit`` of the namespace's due notices (``leasable``) to ``owner``
         until now + ``lease_us`` (``lease_notice``), earliest due first, atomically: two
-        deliverers never hold one notice at once."""
+        deliverers never hold one notice at once. First, each watched job still processing
+        whose owner's lease ran out gets its lapse notice (``lapse_notices``); a store that
+        indexes due jobs scores them by ``outbox_due``, so such a job is found when its
+        lease ends, and a purge keeps it (``has_pending_notice``)."""
 
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         """Settle a leased notice (``settle_notice``) if ``settlement.owner`` still holds its
