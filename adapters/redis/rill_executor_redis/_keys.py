@@ -13,7 +13,7 @@ in one Cluster slot and no business key can forge another job's name, change its
 make a name long: user input is stored inside the record, never in a key name.
 
 Each namespace has an outbox index (see ``_outbox``): ``rill:{ns-<sha1(namespace)>}:outbox``,
-a sorted set of job ids with pending notices, and on a Redis Cluster its tokens hash
+a sorted set of job ids with pending notices or waiting watches, and on a Redis Cluster its tokens hash
 ``rill:{ns-<sha1(namespace)>}:outbox-tokens``. The namespace is hashed (by the scripts too,
 with ``redis.sha1hex``), so it never appears in a key name either.
 

@@ -5,8 +5,9 @@ of the ids of its jobs that may have due notices, scored by when to look at them
 
 - Standalone Redis: the scripts that make, lease and settle notices keep the index exact in
   the same script (a standalone server lets a script reach keys of any slot): it holds the
-  jobs with pending notices, scored by when the first can be leased; ``lease.lua`` leases
-  across jobs in one script, earliest due first.
+  jobs with pending notices, scored by when the first can be leased, and the watched jobs
+  still processing, scored by their lease end (``outbox_due``: their lapse notice);
+  ``lease.lua`` leases across jobs in one script, earliest due first.
 - Redis Cluster: a script reaches only its own slot, and the index lives in another slot
   than the job. The index is kept a superset that never misses a job with a pending
   notice. Notices come only from watches, so before a claim with a watch the store puts

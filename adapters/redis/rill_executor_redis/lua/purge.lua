@@ -54,7 +54,7 @@ local function delete(name, history, job)
   local until_us = now + keep_for(job[2], job[5], job[6])
   redis.call('PEXPIREAT', history, us(math.floor((until_us + 999) / 1000)))
   redis.call('DEL', name)
-  if index then -- the index holds jobs with pending notices: not this one
+  if index then -- the index holds jobs that someone waits for: not this one
     redis.call('ZREM', index, string.match(name, '{(%x+)}'))
   end
 end
