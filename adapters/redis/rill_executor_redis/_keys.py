@@ -13,9 +13,9 @@ in one Cluster slot and no business key can forge another job's name, change its
 make a name long: user input is stored inside the record, never in a key name.
 
 Each namespace has an outbox index (see ``_outbox``): ``rill:{ns-<sha1(namespace)>}:outbox``,
-a sorted set of job ids with pending notices or waiting watches, and on a Redis Cluster its tokens hash
-``rill:{ns-<sha1(namespace)>}:outbox-tokens``. The namespace is hashed (by the scripts too,
-with ``redis.sha1hex``), so it never appears in a key name either.
+a sorted set of job ids with pending notices or waiting watches, and on a Redis Cluster its
+tokens hash ``rill:{ns-<sha1(namespace)>}:outbox-tokens``. The namespace is hashed (by the
+scripts too, with ``redis.sha1hex``), so it never appears in a key name either.
 
 One more key, ``rill:store-id``, holds the store's identity: a random id created with
 ``SET NX`` by the first store that opens the database, and never changed or expired.
