@@ -126,7 +126,7 @@ def classify(status_code: int | None, body: str | None) -> tuple[CallbackClass, 
 
 
 def settle_as(kind: CallbackClass) -> str:
-    if kind in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE):
+    if kind in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE, CallbackClass.REDRIVEN):
         return NoticeStatus.DELIVERED
     if kind is CallbackClass.RETRY_LATER:
         return NoticeStatus.PENDING

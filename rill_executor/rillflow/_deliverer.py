@@ -23,7 +23,7 @@ from datetime import timedelta
 import httpx
 
 from .._config import Seconds, to_us
-from .._errors import StoreError
+from .._errors import RillExecutorError
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
 from .._records import JobState
@@ -124,24 +124,19 @@ class Deliverer:
         return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
 
     async def _lapsed(self, notice: DueNotice) -> Delivery:
-        """Re-drive the job of a lapse notice; a store outage leaves it for a later round."""
+        """Re-drive the job of a lapse notice. One that could not be acted on (the store is
+        down, say) is tried again later, like a callback the engine did not take."""
         try:
-            detail = await self.redrive(notice)
-        except StoreError as exc:
-            detail = f"not re-driven yet: {exc}"
-            settled = await self.ledger.settle_notice(
-                notice,
-                NoticeStatus.PENDING,
-                CallbackClass.RETRY_LATER,
-                detail=detail,
-                retry_in=retry_delay(notice.info.attempts),
-            )
-            kind = CallbackClass.RETRY_LATER
-        else:
-            kind = CallbackClass.REDRIVEN
-            settled = await self.ledger.settle_notice(
-                notice, NoticeStatus.DELIVERED, kind.value, detail=detail
-            )
+            kind, detail = CallbackClass.REDRIVEN, await self.redrive(notice)
+        except RillExecutorError as exc:
+            kind, detail = CallbackClass.RETRY_LATER, f"not re-driven yet: {exc}"
+            log.warning("lapsed job %r not re-driven yet: %s", notice.key, exc)
+        status, retry_in = settle_as(kind), 0.0
+        if status == NoticeStatus.PENDING:
+            retry_in = retry_delay(notice.info.attempts)
+        settled = await self.ledger.settle_notice(
+            notice, status, kind.value, detail=detail, retry_in=retry_in
+        )
         return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
 
     async def _post(
