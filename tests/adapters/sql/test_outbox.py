@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from rill_executor import Claim, InProgress, Ledger, Watch
 from rill_executor._keys import job_id
-from rill_executor.store import JobState, finish_notices, notice_due
+from rill_executor.store import JobState, finish_notices, outbox_due
 from rill_executor_sql import SqlStore
 from rill_executor_sql._schema import jobs
 
@@ -40,12 +40,16 @@ def test_notice_due_follows_every_write_of_the_notices(url: str) -> None:
     ledger = Ledger(store, namespace=namespace)
 
     def due_is_consistent(key: str) -> int | None:
-        notices, due = _stored(store, namespace, key)
-        assert due == notice_due(notices)
+        _, due = _stored(store, namespace, key)
+        found = store.status(job_id(namespace, key))
+        assert found is not None and due == outbox_due(found.job)
         return due
 
     owner = ledger.claim("k", watch=Watch("t-1", "u1"))
-    assert isinstance(owner, Claim) and due_is_consistent("k") is None
+    assert isinstance(owner, Claim)
+    watched = store.status(job_id(namespace, "k"))
+    assert watched is not None and watched.job.lease_until is not None
+    assert due_is_consistent("k") == watched.job.lease_until  # due when its owner's lease ends
     assert isinstance(ledger.claim("k", watch=Watch("t-2", "u2")), InProgress)
     owner.commit("done")  # two notices, due now
     assert due_is_consistent("k") is not None
