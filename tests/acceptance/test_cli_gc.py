@@ -75,7 +75,7 @@ def seeded(store_url: str, namespace: str) -> Iterator[dict[str, Any]]:
     """10,000 dangling jobs, 3 finished past retention, 1 of them with a pending notice;
     and what must stay: a live job, a job within its retention, a dangling job next door."""
     dead = _dangling(store_url, namespace, MANY)
-    brief = Ledger(store_url, namespace=namespace, lease=0.2, retention=0.4)
+    brief = Ledger(store_url, namespace=namespace, lease=2, retention=2.1)
     kept = Ledger(store_url, namespace=namespace, lease=30, retention=3600)
     next_door = Ledger(store_url, namespace=namespace + "-x", lease=30, retention=3600)
     _dangling(store_url, next_door.namespace, 1)  # past it too, but not this namespace's
@@ -84,7 +84,7 @@ def seeded(store_url: str, namespace: str) -> Iterator[dict[str, Any]]:
     brief.claim("noticed", watch=Watch("task", {"url": "u"})).commit("n")  # type: ignore[union-attr]
     kept.claim("live")
     kept.claim("recent").commit("r")  # type: ignore[union-attr]
-    time.sleep(0.6)
+    time.sleep(2.3)  # the brief ones are past retention; a loaded machine commits in the lease
     yield {"dead": dead, "ledger": kept, "next_door": next_door}
     for ledger in (brief, kept, next_door):
         ledger.close()
