@@ -79,9 +79,9 @@ def current_async_claim() -> AsyncClaim:
 
 
 def default_name(fn: Callable[..., Any]) -> str:
-    """A handler's name when ``idempotent(name=…)`` is not given: its qualified name. Not
-    its module's, which depends on how the process started (``__main__`` in a script,
-    ``__mp_main__`` in a spawned worker, the import name under ``-m`` or an ASGI server)."""
+    """A handler's name when ``idempotent(name=…)`` is not given: its qualified name,
+    without its module, whose name depends on how the process started (``__main__`` in a
+    script, ``__mp_main__`` in a spawned worker, the import name under an ASGI server)."""
     name = getattr(fn, "__qualname__", None)
     if not isinstance(name, str):
         raise ConfigError(f"{fn!r} has no __qualname__: pass idempotent(name=...)")
