@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import os
+import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +29,10 @@ from ._store import Completion
 __all__ = [
     "HANDLER_NAME",
     "Handler",
+    "HandlerNames",
     "IdempotentOptions",
     "IdempotentSpec",
+    "Origin",
     "current",
     "current_async_claim",
     "current_claim",
@@ -74,6 +78,72 @@ def current_async_claim() -> AsyncClaim:
     return claim
 
 
+def default_name(fn: Callable[..., Any]) -> str:
+    """A handler's name when ``idempotent(name=…)`` is not given: its qualified name,
+    without its module, whose name depends on how the process started (``__main__`` in a
+    script, ``__mp_main__`` in a spawned worker, the import name under an ASGI server)."""
+    name = getattr(fn, "__qualname__", None)
+    if not isinstance(name, str):
+        raise ConfigError(f"{fn!r} has no __qualname__: pass idempotent(name=...)")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a handler was defined, to tell one function decorated again (a module imported
+    under a second name, reloaded, a spawned worker's re-import) from another function of
+    the same qualified name."""
+
+    qualname: str
+    module: str | None
+    file: str | None
+
+    @classmethod
+    def of(cls, fn: Callable[..., Any]) -> Origin:
+        defined = inspect.unwrap(fn)  # through functools.wraps, to the user's function
+        code = getattr(defined, "__code__", None)
+        file = getattr(code, "co_filename", None)
+        if isinstance(file, str) and not file.startswith("<"):  # "<stdin>", "<string>"
+            file = os.path.normcase(os.path.abspath(file))
+        return cls(
+            getattr(fn, "__qualname__", repr(fn)), getattr(defined, "__module__", None), file
+        )
+
+    def same_as(self, other: Origin) -> bool:
+        """The same function: one qualified name, from one file or one module name."""
+        return self.qualname == other.qualname and (
+            (self.file is not None and self.file == other.file)
+            or (self.module is not None and self.module == other.module)
+        )
+
+    def __str__(self) -> str:
+        return f"{self.qualname} (in {self.module or self.file or 'an unknown module'})"
+
+
+class HandlerNames:
+    """The default handler names taken on one ledger, and by which function: one default
+    name taken by two different functions would mix their jobs unasked, so the second is
+    refused. A name given with ``name=`` is chosen, and may be shared on purpose."""
+
+    def __init__(self, namespace: str) -> None:
+        self._namespace = namespace
+        self._taken: dict[str, list[Origin]] = {}  # each decoration that took a name
+        self._lock = threading.Lock()
+
+    def take(self, name: str, origin: Origin) -> None:
+        with self._lock:
+            holders = self._taken.setdefault(name, [])
+            if not holders or any(h.same_as(origin) for h in holders):
+                if origin not in holders:
+                    holders.append(origin)
+                return
+        raise ConfigError(
+            f"handlers {holders[0]} and {origin} would both take the default name {name!r}"
+            f" (a handler's qualified name) on this ledger (namespace {self._namespace!r}),"
+            " and their jobs would mix: pass each a durable name with idempotent(name=...)"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class IdempotentOptions:
     """The arguments of ``idempotent()``, as given (see ``Ledger.idempotent``)."""
@@ -84,7 +154,7 @@ class IdempotentOptions:
     wait: Seconds | None = None
     heartbeat: bool | Seconds = True
     terminal: tuple[type[BaseException], ...] = ()
-    name: str | None = None
+    name: str | None = None  # the durable identity of the handler's jobs
 
 
 @dataclass(frozen=True)
@@ -119,7 +189,7 @@ class IdempotentSpec:
         wait = None if options.wait is None else to_us(options.wait, "wait") / 1e6
         try:
             label = validate_handler_name(
-                f"{fn.__module__}.{fn.__qualname__}" if options.name is None else options.name
+                default_name(fn) if options.name is None else options.name
             )
         except InvalidKey as exc:
             raise ConfigError(f"idempotent(name=...): {exc}") from None

@@ -37,7 +37,15 @@ from ._housekeeping import (
     unknown_entry,
     verify_ref,
 )
-from ._idempotent import HANDLER_NAME, Handler, IdempotentOptions, IdempotentSpec, stored_key
+from ._idempotent import (
+    HANDLER_NAME,
+    Handler,
+    HandlerNames,
+    IdempotentOptions,
+    IdempotentSpec,
+    Origin,
+    stored_key,
+)
 from ._idempotent import current as current_claim
 from ._keys import validate_result_version, validate_store_id
 from ._listing import JobList, check_query
@@ -135,6 +143,7 @@ class _LedgerBase(Generic[S]):
         self.config = config
         self._core = LedgerCore(config, telemetry.store_kind(store))
         self.outputs = outputs
+        self._names = HandlerNames(config.namespace)  # the handler names decorated here
 
     def _open(self, url: str) -> S:
         raise NotImplementedError
@@ -246,9 +255,12 @@ class _LedgerBase(Generic[S]):
         fingerprint defaults to all arguments. ``wait`` joins a running attempt for at most
         that long before raising ``JobInProgress``. ``heartbeat`` renews the lease every
         lease/3 (or the given interval). ``terminal`` exceptions are replayed, not re-run.
-        ``name`` scopes the handler's jobs (default: its module and qualified name): they
-        are stored under the key ``{name}/{key}``, so two handlers never replay each other's
-        results; set it to keep the jobs across a rename or move, or to share them.
+        ``name`` is the durable identity of the handler's jobs (default: its qualified name,
+        whatever its module): they are stored under the key ``{name}/{key}``, so two
+        handlers never replay each other's results; set it to keep the jobs across a rename,
+        or to share them. Two different functions that would get one default name on this
+        ledger are refused with ``ConfigError``; the same function decorated again (its
+        module imported under another name, or reloaded) is not.
         ``Ledger`` takes ``def`` and ``async def`` handlers (the store calls of an async one
         run in a worker thread); ``AsyncLedger`` takes ``async def`` handlers.
         """
@@ -258,12 +270,25 @@ class _LedgerBase(Generic[S]):
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
             self._accepts(fn)
-            spec = IdempotentSpec.build(fn, options, self.config)
+            spec = self._spec(fn, options)
             wrapper = functools.wraps(fn)(self._wrap(spec))
             setattr(wrapper, HANDLER_NAME, spec.name)
             return cast(Callable[P, R], wrapper)
 
         return decorate
+
+    def _spec(
+        self,
+        fn: Callable[..., Any],
+        options: IdempotentOptions,
+        origin: Callable[..., Any] | None = None,
+    ) -> IdempotentSpec:
+        """The spec of handler ``fn``, its name taken on this ledger; ``origin`` is the
+        function the user wrote, when ``fn`` wraps it."""
+        spec = IdempotentSpec.build(fn, options, self.config)
+        if options.name is None:
+            self._names.take(spec.name, Origin.of(origin or fn))
+        return spec
 
     def _accepts(self, fn: Callable[..., Any]) -> None:
         """Refuse, with ``ConfigError``, a handler this ledger cannot run."""
@@ -465,11 +490,13 @@ class Ledger(_LedgerBase[Store]):
         request = self._purge_request(limit, after, dry_run, dangling_after)
         return PurgeReport.build(self.store.purge(request), dry_run=dry_run)
 
-    def audit(self, key: str) -> OutputAudit:
-        """Every output object of ``key``: who wrote it, committed, in flight or orphan."""
-        outputs, job_id = self._output_store(), self._core.job_id(key)
+    def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
+        """Every output object of ``key``: who wrote it, committed, in flight or orphan;
+        ``handler`` (a decorated function or its name) audits that handler's job."""
+        outputs, job_id = self._output_store(), self._core.job_id(stored_key(key, handler))
         objects = list(outputs.list(job_folder(self.namespace, job_id)))
-        return self._audit(self.store.store_id(), job_id, self.status(key), objects)
+        status = self._core.status(self.store.status(job_id))
+        return self._audit(self.store.store_id(), job_id, status, objects)
 
     def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         """Delete this namespace's orphan objects older than ``grace``: objects this job
@@ -498,9 +525,11 @@ class Ledger(_LedgerBase[Store]):
         with telemetry.output_span("verify", self.namespace, ref.name):
             verify_ref(outputs, ref)
 
-    def publish(self, key: str) -> list[OutputRef]:
-        """Copy the committed outputs of ``key`` to their canonical keys (write-once)."""
-        outputs, status = self._output_store(), _committed(key, self.status(key))
+    def publish(self, key: str, *, handler: Handler | None = None) -> list[OutputRef]:
+        """Copy the committed outputs of ``key`` to their canonical keys (write-once);
+        ``handler`` publishes that decorated handler's job."""
+        outputs = self._output_store()
+        status = _committed(stored_key(key, handler), self.status(key, handler=handler))
         return [self._publish(outputs, status, ref) for ref in status.outputs]
 
     def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
@@ -710,11 +739,12 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         request = self._purge_request(limit, after, dry_run, dangling_after)
         return PurgeReport.build(await self.store.purge(request), dry_run=dry_run)
 
-    async def audit(self, key: str) -> OutputAudit:
-        outputs, job_id = self._output_store(), self._core.job_id(key)
+    async def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
+        outputs, job_id = self._output_store(), self._core.job_id(stored_key(key, handler))
         folder = job_folder(self.namespace, job_id)
         objects = await asyncio.to_thread(lambda: list(outputs.list(folder)))
-        return self._audit(await self.store.store_id(), job_id, await self.status(key), objects)
+        status = self._core.status(await self.store.status(job_id))
+        return self._audit(await self.store.store_id(), job_id, status, objects)
 
     async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         outputs, wait = (
@@ -739,8 +769,9 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         with telemetry.output_span("verify", self.namespace, ref.name):
             await asyncio.to_thread(verify_ref, outputs, ref)
 
-    async def publish(self, key: str) -> list[OutputRef]:
-        outputs, status = self._output_store(), _committed(key, await self.status(key))
+    async def publish(self, key: str, *, handler: Handler | None = None) -> list[OutputRef]:
+        outputs = self._output_store()
+        status = _committed(stored_key(key, handler), await self.status(key, handler=handler))
         return [await self._publish(outputs, status, ref) for ref in status.outputs]
 
     async def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:

@@ -32,7 +32,7 @@ handler_option = _handler = click.option(
     "--handler",
     metavar="NAME",
     help="A decorated handler's name: its jobs are stored as NAME/KEY (idempotent(name=…),"
-    " by default the handler's module and qualified name).",
+    " by default the handler's qualified name).",
 )
 
 

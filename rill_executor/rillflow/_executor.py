@@ -145,7 +145,7 @@ class RillFlowExecutor:
             )
 
             def spec_of(call: Callable[..., Any]) -> IdempotentSpec:
-                return IdempotentSpec.build(call, options, self.ledger.config)
+                return self.ledger._spec(call, options, origin=fn)
 
             task = Task(fn, spec_of)
             self._tasks[task.spec.name] = task

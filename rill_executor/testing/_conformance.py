@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 from pydantic import BaseModel
 
+from .._claim import AsyncClaim
 from .._errors import (
     ChecksumMismatch,
     ConfigError,
@@ -49,6 +50,7 @@ from .._errors import (
 )
 from .._events import MAX_EVENTS
 from .._housekeeping import ObjectState
+from .._idempotent import current
 from .._keys import MAX_KEY_BYTES, fingerprint_of
 from .._memory_outputs import MemoryOutputStore
 from .._notices import Watch
@@ -156,6 +158,16 @@ class _LosingReplies:
                 return call
 
         return Losing()
+
+
+def _put_output(driver: LedgerDriver, name: str, data: bytes) -> Any:
+    """Register and write an output from inside a decorated handler, on either twin (an
+    async twin's handler runs in a worker thread of the driver's loop)."""
+    claim = current.get()
+    if isinstance(claim, AsyncClaim):
+        assert driver._portal is not None
+        return driver._portal.call(claim.outputs.put(name, data))
+    return claim.outputs.put(name, data)
 
 
 class StoreConformance:
@@ -1710,6 +1722,36 @@ class StoreConformance:
             ledger.publish("video-A:1")
         assert ref.sha256 == published.sha256
         assert ledger.collect_orphans(grace=0).deleted == ()  # published copies are not orphans
+
+    def test_audit_and_publish_take_a_decorated_handlers_key(
+        self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
+    ) -> None:
+        """As ``status`` and ``resolve`` do: ``handler=`` (the function or its name) finds
+        the job a decorated call stored under ``{name}/{key}``."""
+        ledger = driver.ledger(namespace, lease=30, outputs=outputs)
+        refs = []
+
+        @ledger.idempotent(key=lambda seg: seg, result_version="h264-v2")
+        def transcode(seg: str) -> str:
+            refs.append(_put_output(driver, "segment.mp4", f"{seg} encoded".encode()))
+            return seg
+
+        assert transcode("seg-1") == "seg-1"
+        name = transcode.__rill_handler__  # type: ignore[attr-defined]
+        for handler in (transcode, name):
+            audit = ledger.audit("seg-1", handler=handler)
+            assert audit.job_id == ledger.ledger._core.job_id(f"{name}/seg-1")
+            assert [(e.key, e.state) for e in audit.entries] == [
+                (refs[0].key, ObjectState.COMMITTED)
+            ]
+        assert ledger.audit("seg-1").entries == ()  # the bare key is no job
+        (published,) = ledger.publish("seg-1", handler=transcode)
+        assert published.sha256 == refs[0].sha256
+        assert ledger.publish("seg-1", handler=name) == [published]
+        with pytest.raises(UsageError, match="no committed result"):
+            ledger.publish("seg-1")
+        with pytest.raises(UsageError, match="not decorated"):
+            ledger.audit("seg-1", handler=len)
 
     def test_the_store_has_one_stable_identity(self, driver: LedgerDriver) -> None:
         from .._keys import validate_store_id

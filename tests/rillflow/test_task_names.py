@@ -1,0 +1,41 @@
+"""A mounted task's default name is the handler's qualified name, as for the decorator: two
+different handlers that would share it on one executor are refused."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from rill_executor import AsyncLedger, ConfigError
+from rill_executor.rillflow import RillFlowExecutor
+
+SOURCE = """
+def mount(executor, path, **options):
+    @executor.task(path, key=lambda job: job["video"], **options)
+    def encode(job: dict) -> str:
+        return job["video"]
+    return encode
+"""
+
+
+def _module(name: str, file: Path) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(SOURCE, str(file), "exec"), module.__dict__)
+    return module
+
+
+def test_two_handlers_with_one_default_name_are_refused(tmp_path: Path) -> None:
+    executor = RillFlowExecutor(AsyncLedger("memory://", namespace="segments"))
+    encode = _module("encoders", tmp_path / "encoders.py")
+    encode.mount(executor, "/encode")
+    _module("app", tmp_path / "encoders.py").mount(executor, "/encode-again")  # one function
+    with pytest.raises(ConfigError, match=r"'mount.<locals>.encode'.*idempotent\(name=\.\.\.\)"):
+        _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumbnail")
+    _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumb", name="thumb")
+    assert [r.name for r in executor.router.routes] == [  # type: ignore[attr-defined]
+        "mount.<locals>.encode",
+        "mount.<locals>.encode",
+        "thumb",
+    ]
