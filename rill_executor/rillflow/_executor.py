@@ -9,10 +9,6 @@ and the attempt history records which dispatch each attempt answered.
   attempt runs — the result after joining it for at most ``join`` (under the engine's 1.5 s
   read timeout); still running, or failed, it is answered ``{"result_type": "FAILED", …}``,
   which the engine records as a failure and retries by its policy.
-- **status codes** say who must act: 400 for a dispatch that can never be served (the
-  engine's side: bad input, an invalid business key), 503 for what the executor's side must
-  fix or wait out (a store outage, a misconfigured store, a hand-off on a sync dispatch),
-  both retried by the engine; 409 for a ``KeyConflict``.
 - **async** (``task_async``): acknowledged at once; the handler runs after the answer, under
   the claim; its commit writes the completion notice of every dispatch waiting for the
   job, and the deliverer sends them. A duplicate is acknowledged and waits for the same
@@ -21,6 +17,10 @@ and the attempt history records which dispatch each attempt answered.
   an external worker with a completion token and raises ``HandedOff``; the worker commits
   through ``POST {prefix}/complete`` (or extends the lease with ``{prefix}/heartbeat``),
   fenced like any other write of the attempt.
+- **status codes** say who must act: 400 for a dispatch that can never be served (the
+  engine's side: bad input, an invalid business key), 503 for what the executor's side must
+  fix or wait out (a store outage, a misconfigured store, a hand-off on a sync dispatch),
+  both retried by the engine; 409 for a ``KeyConflict``.
 """
 
 from __future__ import annotations
@@ -185,6 +185,9 @@ class RillFlowExecutor:
             identity = task.spec.identity((payload, dispatch), {})
         except (BadDispatch, UsageError) as exc:
             return _bad(exc)
+        except Exception as exc:  # the key function failed on a valid input: a bug here
+            log.exception("the key of %s could not be derived", task.spec.name)
+            return _unavailable(exc)
         # The engine's span (its traceparent) is the parent of the claim and the handler's run,
         # also of a run started here that goes on after the answer (its task copies the context).
         with tracing.joined(request.headers):

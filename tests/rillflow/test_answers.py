@@ -16,7 +16,7 @@ import uuid
 import warnings
 from collections import Counter
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,9 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from rill_executor import AsyncLedger, HandedOff, JobState
-from rill_executor.rillflow import Deliverer, RillFlowExecutor, status_router
+from rill_executor import AsyncLedger, HandedOff, JobState, NoticeInfo
+from rill_executor.rillflow import Deliverer, RillFlowExecutor, callback_for, status_router
+from rill_executor.rillflow._callbacks import engine_length
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -220,6 +221,32 @@ def test_a_completion_is_checked_on_the_body_sent_from_the_stored_result(
     (callback,) = engine.callbacks(big, "big")
     assert callback.query.get("status") == "FAILED" and len(callback.body_text) < 2000
     assert failed["state"] == JobState.FAILED and failed["error"]["retryable"] is False
+
+
+def test_a_stored_result_too_large_to_send_is_told_as_a_failure_not_dropped() -> None:
+    """A result committed without the executor's check (``resolve``, say): the engine is
+    told a failure it can act on, in a body it accepts, instead of waiting for ever."""
+    now = datetime.now(UTC)
+    info = NoticeInfo(
+        id="n1",
+        watch="ws:dag_c_1/t",
+        target={"url": "http://engine/flow/trigger.json?execution_id=ws:dag_c_1&task_name=t"},
+        fence=1,
+        state=JobState.SUCCEEDED,
+        error=None,
+        status="pending",
+        attempts=0,
+        due=now,
+        outcome=None,
+        detail=None,
+        created_at=now,
+        settled_at=None,
+    )
+    fits = callback_for(info, {"text": "\U0001f3ac" * 3000})  # 6,000 UTF-16 code units
+    too_long = callback_for(info, {"text": "\U0001f3ac" * 3100})  # 6,200
+    assert "status=FAILED" not in fits.url and engine_length(fits.body) == 6011
+    assert "status=FAILED" in too_long.url and "CallbackTooLarge" in too_long.body
+    assert engine_length(too_long.body) < 2000
 
 
 def test_a_completion_with_a_result_warns_nothing(engine: EngineSimulator) -> None:
