@@ -24,7 +24,7 @@ from ._deliverer import Deliverer, Delivery
 from ._dispatch import BadDispatch, Dispatch, parse_dispatch
 from ._executor import RillFlowExecutor
 from ._status import status_router
-from ._task import CallbackTooLarge
+from ._task import CallbackTooLarge, HandOffNeedsAsync
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "Deliverer",
     "Delivery",
     "Dispatch",
+    "HandOffNeedsAsync",
     "HandedOff",
     "InvalidToken",
     "RillFlowExecutor",

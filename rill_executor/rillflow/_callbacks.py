@@ -28,22 +28,33 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._notices import NoticeStatus
-from .._records import JobState, NoticeInfo
+from .._records import ErrorInfo, JobState, NoticeInfo
 
 __all__ = [
     "MAX_CALLBACK_CHARS",
+    "MAX_ERROR_MSG_CHARS",
     "Callback",
     "CallbackClass",
+    "body_text",
     "callback_for",
     "classify",
+    "engine_length",
     "error_code",
+    "failed_body",
     "output_of",
     "retry_delay",
     "settle_as",
+    "too_large",
 ]
 
 MAX_CALLBACK_CHARS = 6144
-"""The engine refuses a longer callback body with 400 / error code 30109."""
+"""The engine refuses a longer callback body with 400 / error code 30109. It counts the
+body as it re-serialises it: compact JSON, non-ASCII characters as they are, in Java
+``String`` length (UTF-16 code units): see ``engine_length``."""
+
+MAX_ERROR_MSG_CHARS = 1000
+"""The longest ``error_msg`` a FAILED callback carries: the job's record keeps the whole
+message; the engine only shows it."""
 
 
 class CallbackClass(enum.StrEnum):
@@ -58,7 +69,7 @@ class CallbackClass(enum.StrEnum):
 @dataclass(frozen=True, slots=True)
 class Callback:
     url: str
-    body: str  # JSON text
+    body: str  # JSON text, exactly as sent
 
 
 def output_of(result: Any) -> dict[str, Any]:
@@ -67,25 +78,69 @@ def output_of(result: Any) -> dict[str, Any]:
     return result if isinstance(result, dict) else {"data": result}
 
 
+def body_text(output: dict[str, Any]) -> str:
+    """The JSON text a callback sends for ``output``: compact, with non-ASCII characters as
+    they are (as the engine counts them), escaped only where UTF-8 cannot carry them."""
+    text = json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: only its escape can be sent
+        return json.dumps(output, separators=(",", ":"))
+    return text
+
+
+def engine_length(text: str) -> int:
+    """The length of ``text`` as the engine measures it: UTF-16 code units (a character
+    outside the Basic Multilingual Plane, an emoji say, counts 2)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def too_large(body: str) -> str | None:
+    """Why a callback body cannot be sent (over the engine's limit), or None if it can."""
+    size = engine_length(body)
+    if size <= MAX_CALLBACK_CHARS:
+        return None
+    return (
+        f"the callback body would be {size} characters of JSON, over the {MAX_CALLBACK_CHARS}"
+        " a Rill Flow callback may carry; write the data as an output object"
+        " (claim.outputs.put) and return its reference instead"
+    )
+
+
 def _with_query(url: str, **extra: str) -> str:
     parts = urlsplit(url)
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in extra]
     return urlunsplit(parts._replace(query=urlencode([*query, *extra.items()])))
 
 
+def failed_body(error_code: str, message: str) -> str:
+    """A FAILED callback's body, ``message`` shortened until it fits well under the limit."""
+    message = message[:MAX_ERROR_MSG_CHARS]
+    while True:
+        body = body_text({"error_code": error_code[:200], "error_msg": message})
+        if engine_length(body) <= MAX_CALLBACK_CHARS // 2 or not message:
+            return body
+        message = message[: len(message) // 2]
+
+
 def callback_for(info: NoticeInfo, result: Any) -> Callback:
     """The callback a notice becomes: the committed output, or ``status=FAILED`` with the
-    error as ``error_code`` / ``error_msg`` (fields the engine records for diagnostics)."""
+    error as ``error_code`` / ``error_msg`` (fields the engine records for diagnostics).
+
+    A committed output too large to send (one a commit here refuses, so written another
+    way, e.g. by ``resolve``) is reported as a failure rather than never: the engine's task
+    must not wait for a callback that cannot come."""
     url = info.target["url"]
     if info.state is JobState.SUCCEEDED:
-        body = output_of(result)
-        return Callback(_with_query(url), json.dumps(body, separators=(",", ":")))
-    error = info.error
-    body = {
-        "error_code": error.type if error else "Error",
-        "error_msg": error.message if error else "failed",
-    }
-    return Callback(_with_query(url, status="FAILED"), json.dumps(body, separators=(",", ":")))
+        body = body_text(output_of(result))
+        problem = too_large(body)
+        if problem is None:
+            return Callback(_with_query(url), body)
+        error = ErrorInfo(type="CallbackTooLarge", message=problem, retryable=False)
+    else:
+        error = info.error or ErrorInfo(type="Error", message="failed", retryable=False)
+    body = failed_body(error.type, error.message)
+    return Callback(_with_query(url, status="FAILED"), body)
 
 
 def _answer(body: str | None) -> dict[str, Any]:

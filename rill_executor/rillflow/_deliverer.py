@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,13 +24,12 @@ from datetime import timedelta
 import httpx
 
 from .._config import Seconds, to_us
-from .._errors import RillExecutorError
+from .._errors import RillExecutorError, StoreError
 from .._ledger import AsyncLedger
 from .._notices import DueNotice, NoticeStatus
 from .._records import JobState
 from . import _tracing as tracing
 from ._callbacks import (
-    MAX_CALLBACK_CHARS,
     Callback,
     CallbackClass,
     callback_for,
@@ -144,12 +144,6 @@ class Deliverer:
     ) -> tuple[CallbackClass, str, tuple[int | None, str | None, str | None]]:
         """Send one callback: what its answer means, a detail for the record, and for the
         span its HTTP status, the engine's error code and the ``error.type`` of a failure."""
-        if len(callback.body) > MAX_CALLBACK_CHARS:
-            detail = (
-                f"the callback body is {len(callback.body)} characters, over the engine's"
-                f" {MAX_CALLBACK_CHARS}; not sent"
-            )
-            return CallbackClass.REFUSED, detail, (None, None, "body_too_large")
         headers = {"Content-Type": "application/json", **tracing.callback_headers()}
         try:
             answer = await self._client.post(callback.url, content=callback.body, headers=headers)
@@ -166,11 +160,21 @@ class Deliverer:
         self._wake.set()
 
     async def _run(self) -> None:
+        outage: float | None = None  # when the failing rounds began (monotonic clock)
         while True:
             try:
                 await self.deliver()
-            except Exception:  # a store or engine outage: try again at the next poll
-                log.exception("delivering completion notices failed; retrying")
+            except Exception as exc:  # a store outage, say: try again at the next poll
+                if outage is None:
+                    outage = time.monotonic()
+                    _log_outage(exc, self._poll)
+            else:
+                if outage is not None:
+                    log.warning(
+                        "delivering completion notices works again, after %.1f s",
+                        time.monotonic() - outage,
+                    )
+                    outage = None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll)
             self._wake.clear()
@@ -187,3 +191,13 @@ class Deliverer:
             self._task = None
         if self._own_client:
             await self._client.aclose()
+
+
+def _log_outage(exc: Exception, poll: float) -> None:
+    """The first failed round of an outage: one line (with the traceback only for what is
+    not a store error, a bug say); the end of the outage gets one line too."""
+    message = "delivering completion notices failed; trying again every %.1f s: %s"
+    if isinstance(exc, StoreError):
+        log.warning(message, poll, exc)
+    else:
+        log.exception(message, poll, exc)

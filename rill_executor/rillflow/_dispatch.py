@@ -3,8 +3,10 @@
 The engine sends ``POST {resource}?execution_id=E&name=T`` with ``X-Callback-Url`` (for every
 pattern), ``X-Mode: async`` for the asynchronous patterns, a ``traceparent`` when its
 deployment runs the OpenTelemetry agent, and the task's input as a JSON object that also
-holds ``execution_id``. Nothing identifies the attempt: a resend carries the same ``ts``,
-so each dispatch gets an attempt id of its own here.
+holds ``execution_id``. A task with ``requestType: GET`` is sent as a GET without a body:
+its input is in the query parameters instead, beside the engine's own ``execution_id`` and
+``name``. Nothing identifies the attempt: a resend carries the same ``ts``, so each
+dispatch gets an attempt id of its own here.
 """
 
 from __future__ import annotations
@@ -86,34 +88,35 @@ def _ts(callback_url: str | None) -> str | None:
     return values[0] if values else None
 
 
+_ENGINE_QUERY = ("execution_id", "name")
+
+
+def _query_input(execution_id: str, query: Mapping[str, str]) -> dict[str, Any]:
+    """A GET dispatch's input: its query parameters but the engine's own (each as text; the
+    handler's input type converts them), with ``execution_id`` as a POST body has it."""
+    found = {k: v for k, v in query.items() if k not in _ENGINE_QUERY}
+    return {"execution_id": execution_id, **found}
+
+
 def parse_dispatch(
     query: Mapping[str, str],
     headers: Mapping[str, str],
     body: bytes,
     *,
     max_bytes: int = MAX_DISPATCH_BYTES,
+    method: str = "POST",
 ) -> Dispatch:
     """The dispatch in a request, or ``BadDispatch`` saying what is wrong with it.
 
-    ``headers`` must be case-insensitive (Starlette's are). A GET dispatch has no body.
+    ``headers`` must be case-insensitive (Starlette's are). A GET dispatch has no body: its
+    input is its query parameters (a parameter given twice: the last value).
     """
     execution_id, task_name = _one(query, "execution_id"), _one(query, "name")
-    if len(body) > max_bytes:
-        raise BadDispatch(
-            f"the dispatch body is {len(body)} bytes, over the limit of {max_bytes}; pass large"
-            " inputs by reference (e.g. an object URI) instead of inline"
-        )
-    parsed: Any = {}
-    if body.strip():
-        try:
-            parsed = json.loads(body)
-        except ValueError as exc:
-            raise BadDispatch(f"the dispatch body is not JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise BadDispatch(
-            f"the dispatch body must be a JSON object (the task's input), got"
-            f" {type(parsed).__name__}"
-        )
+    parsed = (
+        _query_input(execution_id, query)
+        if method.upper() == "GET"
+        else _body_input(body, max_bytes)
+    )
     callback = headers.get("x-callback-url") or None
     mode = "async" if (headers.get("x-mode") or "").lower() == "async" else "sync"
     if mode == "async" and not callback:
@@ -131,3 +134,24 @@ def parse_dispatch(
         tracestate=headers.get("tracestate") or None,
         body=parsed,
     )
+
+
+def _body_input(body: bytes, max_bytes: int) -> dict[str, Any]:
+    """A POST dispatch's input: its body, a JSON object."""
+    if len(body) > max_bytes:
+        raise BadDispatch(
+            f"the dispatch body is {len(body)} bytes, over the limit of {max_bytes}; pass large"
+            " inputs by reference (e.g. an object URI) instead of inline"
+        )
+    parsed: Any = {}
+    if body.strip():
+        try:
+            parsed = json.loads(body)
+        except ValueError as exc:
+            raise BadDispatch(f"the dispatch body is not JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise BadDispatch(
+            f"the dispatch body must be a JSON object (the task's input), got"
+            f" {type(parsed).__name__}"
+        )
+    return parsed

@@ -17,6 +17,10 @@ and the attempt history records which dispatch each attempt answered.
   an external worker with a completion token and raises ``HandedOff``; the worker commits
   through ``POST {prefix}/complete`` (or extends the lease with ``{prefix}/heartbeat``),
   fenced like any other write of the attempt.
+- **status codes** say who must act: 400 for a dispatch that can never be served (the
+  engine's side: bad input, an invalid business key), 503 for what the executor's side must
+  fix or wait out (a store outage, a misconfigured store, a hand-off on a sync dispatch),
+  both retried by the engine; 409 for a ``KeyConflict``.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from .. import _telemetry as telemetry
 from .._claim import AsyncClaim
 from .._config import Seconds, to_us
 from .._errors import (
+    ConfigError,
     HandedOff,
     KeyConflict,
     RillExecutorError,
     StoreError,
+    UsageError,
 )
 from .._idempotent import IdempotentOptions, IdempotentSpec
 from .._ledger import AsyncLedger
@@ -51,7 +57,7 @@ from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
 from ._handoff import HandOffs
 from ._redrive import Redriver, kept_dispatch
-from ._task import CallbackTooLarge, Task
+from ._task import CallbackTooLarge, HandOffNeedsAsync, Task, stored_form
 
 __all__ = ["RillFlowExecutor"]
 
@@ -66,6 +72,12 @@ def failed(error_code: str, message: str) -> dict[str, Any]:
 
 def _bad(exc: Exception) -> JSONResponse:
     return JSONResponse({"error_code": "BadDispatch", "error_msg": str(exc)}, status_code=400)
+
+
+def _unavailable(exc: Exception) -> JSONResponse:
+    """503: the executor cannot serve the dispatch now (its store is down or misconfigured,
+    the task is declared wrongly); nothing was done for good, so the engine may retry."""
+    return JSONResponse({**failed(type(exc).__name__, str(exc)), "retryable": True}, 503)
 
 
 def _target(dispatch: Dispatch, handler: str) -> dict[str, Any]:
@@ -165,15 +177,22 @@ class RillFlowExecutor:
                 request.headers,
                 await request.body(),
                 max_bytes=self._max_body,
+                method=request.method,
             )
             payload = task.payload(dispatch)
-        except BadDispatch as exc:
+            # The business key, checked before anything is claimed: one the store cannot
+            # take (too long, a newline) comes from the dispatch, so it is the engine's 400.
+            identity = task.spec.identity((payload, dispatch), {})
+        except (BadDispatch, UsageError) as exc:
             return _bad(exc)
+        except Exception as exc:  # the key function failed on a valid input: a bug here
+            log.exception("the key of %s could not be derived", task.spec.name)
+            return _unavailable(exc)
         # The engine's span (its traceparent) is the parent of the claim and the handler's run,
         # also of a run started here that goes on after the answer (its task copies the context).
         with tracing.joined(request.headers):
             if dispatch.is_async:
-                return await self._accept(task, dispatch, payload)
+                return await self._accept(task, dispatch, payload, identity)
             return await self._answer(task, dispatch, payload)
 
     async def _answer(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
@@ -188,19 +207,19 @@ class RillFlowExecutor:
                 origin=dispatch.origin(),
                 lease=self.lease,
             )
-        except StoreError as exc:
-            return JSONResponse(failed(type(exc).__name__, str(exc)), status_code=503)
-        except HandedOff:
-            return JSONResponse(failed("HandedOff", "handed off: use task_async"))
+        except (StoreError, ConfigError, HandOffNeedsAsync) as exc:
+            return _unavailable(exc)  # a hand-off: recorded as a retryable failure
         except Exception as exc:  # the handler's failure or an outcome: recorded, reported
             return JSONResponse(failed(type(exc).__name__, str(exc)))
-        output = task.spec.adapter.dump_python(result, mode="json")
-        return JSONResponse(output_of(output))
+        # The result as stored, as a replay answers it and a callback would carry it.
+        return JSONResponse(output_of(stored_form(task.spec.adapter, result)))
 
-    async def _accept(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
+    async def _accept(
+        self, task: Task, dispatch: Dispatch, payload: Any, identity: tuple[str, str, str | None]
+    ) -> JSONResponse:
         """The async pattern: claim with a watch on the engine task, answer at once."""
         assert dispatch.callback_url is not None  # parse_dispatch checked it
-        key, fingerprint, version = task.spec.identity((payload, dispatch), {})
+        key, fingerprint, version = identity
         # The run's span is the attempt's: the claim keeps it, the handler's task ends it.
         run = telemetry.RunSpan(task.spec.name, self.ledger.namespace, key)
         try:
@@ -216,9 +235,9 @@ class RillFlowExecutor:
                     trace=run.traceparent,
                 )
                 run.claimed(outcome)
-        except StoreError as exc:
+        except (StoreError, ConfigError) as exc:  # the store is down or misconfigured
             run.end()
-            return JSONResponse(failed(type(exc).__name__, str(exc)), status_code=503)
+            return _unavailable(exc)
         except RillExecutorError as exc:
             run.end()
             return _bad(exc)
@@ -284,7 +303,13 @@ class RillFlowExecutor:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
-        """Run the deliverer while the app serves; let running handlers end at shutdown."""
+        """Run the deliverer while the app serves; let running handlers end at shutdown.
+
+        A bad setting (a short ``token_secret``) is raised here, as the app starts: an ASGI
+        server stops on a failed start-up, where an error at import would have it restart
+        its workers for ever."""
+        if self._handoffs.problem is not None:
+            raise self._handoffs.problem
         self.deliverer.start()
         try:
             yield

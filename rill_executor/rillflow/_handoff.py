@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 import typing
@@ -22,12 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .._claim import AsyncClaim
 from .._config import Seconds, to_us
-from .._errors import ConfigError, StaleAttempt, StoreError, TerminalError, UsageError
+from .._errors import ConfigError, StaleAttempt, StoreError, UsageError
 from .._events import TOKEN_REFUSED
 from .._idempotent import current
 from .._ledger import AsyncLedger
+from ._callbacks import body_text, output_of, too_large
 from ._deliverer import Deliverer
-from ._task import CallbackTooLarge, Task, check_callback
+from ._task import CallbackTooLarge, HandOffNeedsAsync, Task
 from ._task import running as running_now
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 
@@ -84,7 +86,14 @@ class HandOffs:
         self.ledger = ledger
         self._tasks = tasks
         self.deliverer = deliverer
-        self.tokens = None if token_secret is None else CompletionTokens(token_secret)
+        self.tokens: CompletionTokens | None = None
+        self.problem: ConfigError | None = None
+        """A bad setting (a short secret), raised when the app starts (see ``lifespan``)
+        rather than here, at import, where a server would restart its workers for ever."""
+        try:
+            self.tokens = None if token_secret is None else CompletionTokens(token_secret)
+        except ConfigError as exc:
+            self.problem = exc
         self._asked: dict[str, float] = {}  # attempt id -> lease end (epoch s) it asked for
         self._beats: set[asyncio.Task[Any]] = set()
 
@@ -94,15 +103,15 @@ class HandOffs:
         claim = current.get(None)
         if running is None or not isinstance(claim, AsyncClaim):
             raise UsageError("hand_off() is only available inside a handler mounted with task()")
+        if self.problem is not None:
+            raise self.problem
         if self.tokens is None:
             raise ConfigError(
                 "hand_off() needs RillFlowExecutor(token_secret=...): the secret that signs"
                 " completion tokens, at least 32 bytes, e.g. secrets.token_urlsafe(32)"
             )
         if not running.dispatch.is_async:
-            raise TerminalError(
-                "handed off: use task_async; a task_sync dispatch must answer with the result"
-            )
+            raise HandOffNeedsAsync()
         token = self.tokens.issue(claim, handler=running.task.spec.name, ttl=ttl)
         seconds = to_us(ttl if lease is None else lease, "lease") / 1e6
         self._asked[claim.attempt_id] = time.time() + seconds
@@ -128,6 +137,9 @@ class HandOffs:
                 await claim.heartbeat(timedelta(seconds=left))
 
     def mount(self, router: APIRouter, prefix: str) -> None:
+        if self.tokens is None:
+            return  # no secret, or a bad one: refused when the app starts
+
         async def complete(
             request: Request, authorization: typing.Annotated[str | None, Header()] = None
         ) -> JSONResponse:
@@ -214,7 +226,7 @@ class HandOffs:
             await self._refused(claims, exc.reason, f"complete: {exc}")
             return _token_error(409, exc.reason, str(exc))
         except StoreError as exc:
-            return _token_error(503, "store", str(exc))
+            return _token_error(503, "store", _not_recorded(exc, claims))
         except (UsageError, CallbackTooLarge) as exc:
             return _token_error(422, "invalid_result", str(exc))
         finally:
@@ -223,11 +235,15 @@ class HandOffs:
         return JSONResponse({"state": state, "key": claims.key, "attempt_id": claims.attempt_id})
 
     async def _commit(self, task: Task, claim: AsyncClaim, result: Any) -> None:
-        """As the decorator commits: a result that cannot be stored is the attempt's
-        terminal failure, and is raised."""
+        """As the decorator commits: a result that cannot be stored, or whose callback
+        body (built from the result as stored) would be over the engine's limit, is the
+        attempt's terminal failure, and is raised."""
         try:
-            check_callback(task.output, result)
             completion = task.spec.completion_of(claim, result)
+            assert completion.result is not None  # a success's stored JSON
+            problem = too_large(body_text(output_of(json.loads(completion.result))))
+            if problem is not None:
+                raise CallbackTooLarge(problem)
         except (UsageError, CallbackTooLarge) as exc:
             await claim.fail(exc, retryable=False)
             raise
@@ -251,3 +267,15 @@ class HandOffs:
         except StoreError as exc:
             return _token_error(503, "store", str(exc))
         return JSONResponse({"lease_expires_at": until.isoformat()})
+
+
+def _not_recorded(exc: StoreError, claims: TokenClaims) -> str:
+    """What a worker is told when its report did not reach the store: the cause, and what
+    to do. The lease's end is not known here (only the store knows it), so none is given."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, StoreError) else exc
+    return (
+        f"the store did not take the report for attempt {claims.attempt_id} of"
+        f" {claims.key!r}, so it may not be recorded ({cause}). Report again with the same"
+        f" token (good until {claims.expires_at.isoformat()}); heartbeat meanwhile to keep"
+        " the attempt's lease"
+    )

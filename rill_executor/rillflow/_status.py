@@ -4,19 +4,21 @@ operators, behind bearer tokens that each name the namespaces they may read.
 ``GET {prefix}/jobs/{namespace}/{key}[?handler=NAME]`` answers the ``JobStatus`` as JSON;
 ``handler`` looks up a decorated (or mounted) handler's job for that business key.
 401: no or unknown token; 403: the token may not read that namespace; 404: no such
-namespace here, or no such job.
+namespace here, or no such job; 400: a key that cannot be a job's; 503: the store is down
+or misconfigured (ask again later).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
-from collections.abc import Collection, Iterable, Mapping
-from typing import Annotated
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import JSONResponse
 
-from .._errors import ConfigError, UsageError
+from .._errors import ConfigError, StoreError, UsageError
 from .._ledger import AsyncLedger
 
 __all__ = ["status_router"]
@@ -46,15 +48,27 @@ def status_router(
 ) -> APIRouter:
     """A router answering job status for ``ledgers`` (one per namespace).
 
-    ``tokens`` maps each bearer token to the namespaces it may read (``"*"``: all).
+    ``tokens`` maps each bearer token to the namespaces it may read (``"*"``: all). Bad
+    tokens (shorter than 16 characters) are a ``ConfigError`` raised when the app starts
+    (the router's lifespan): raised here, at import, it would have an ASGI server restart
+    its workers for ever. Until then every request is answered 503.
     """
     by_namespace = {ledger.namespace: ledger for ledger in ledgers}
+    problem = None
     if not tokens or any(not isinstance(t, str) or len(t) < 16 for t in tokens):
-        raise ConfigError(
+        problem = ConfigError(
             "status_router needs bearer tokens of at least 16 characters, e.g."
             " secrets.token_urlsafe(32), each mapped to the namespaces it may read"
         )
-    router = APIRouter(prefix=prefix)
+        tokens = {}
+
+    @contextlib.asynccontextmanager
+    async def refuse_bad_tokens(app: Any) -> AsyncIterator[None]:
+        if problem is not None:
+            raise problem
+        yield
+
+    router = APIRouter(prefix=prefix, lifespan=refuse_bad_tokens)
     unauthorized = {"WWW-Authenticate": "Bearer"}
 
     @router.get("/jobs/{namespace}/{key:path}")
@@ -64,6 +78,8 @@ def status_router(
         handler: Annotated[str | None, Query()] = None,
         authorization: Annotated[str | None, Header()] = None,
     ) -> JSONResponse:
+        if problem is not None:
+            raise HTTPException(503, str(problem))
         allowed = _allowed(tokens, _token(authorization))
         if allowed is None:
             raise HTTPException(401, "a valid bearer token is required", headers=unauthorized)
@@ -74,6 +90,8 @@ def status_router(
             raise HTTPException(404, f"no namespace {namespace!r} is served here")
         try:
             status = await ledger.status(key, handler=handler)
+        except (StoreError, ConfigError) as exc:  # the executor's side: ask again later
+            raise HTTPException(503, str(exc)) from None
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None
         if status is None:

@@ -1,5 +1,6 @@
 """A mounted handler: its input type, its idempotency spec, and the check that its result
-fits in a Rill Flow callback."""
+fits in a Rill Flow callback — checked on the callback body that would be sent, built from
+the result exactly as the ledger stores it."""
 
 from __future__ import annotations
 
@@ -7,23 +8,44 @@ import asyncio
 import contextvars
 import inspect
 import json
+import sys
 import typing
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._codec import adapter_for
-from .._errors import TerminalError
+from .._codec import adapter_for, encode_result
+from .._errors import HandedOff, RillExecutorError, TerminalError, UsageError
 from .._idempotent import IdempotentSpec
-from ._callbacks import MAX_CALLBACK_CHARS, output_of
+from ._callbacks import body_text, output_of, too_large
 from ._dispatch import BadDispatch, Dispatch
 
-__all__ = ["CallbackTooLarge", "Running", "Task", "check_callback", "running"]
+__all__ = [
+    "CallbackTooLarge",
+    "HandOffNeedsAsync",
+    "Running",
+    "Task",
+    "check_callback",
+    "running",
+    "stored_form",
+]
 
 
 class CallbackTooLarge(TerminalError):
-    """A result that would not fit in the engine's callback (6,144 characters)."""
+    """A result whose callback body would not fit in the engine's 6,144 characters."""
+
+
+class HandOffNeedsAsync(RillExecutorError):
+    """A handler handed its work off on a ``task_sync`` dispatch, which must be answered
+    with the result: the task must be declared ``task_async``. Recorded as a retryable
+    failure (nothing was done for good) and answered 503: the executor's side must act."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the handler handed its work off on a task_sync dispatch, which is answered with"
+            " the result: declare the task task_async in the DAG"
+        )
 
 
 class Running(typing.NamedTuple):
@@ -64,6 +86,10 @@ class Task:
                     result = await user(*args)
                 else:
                     result = await asyncio.to_thread(user, *args)
+            except HandedOff:
+                if dispatch.is_async:
+                    raise
+                raise HandOffNeedsAsync() from None
             finally:
                 running.reset(token)
             if dispatch.is_async:
@@ -81,14 +107,19 @@ class Task:
             raise BadDispatch(f"the task input does not validate: {exc}") from None
 
 
+def stored_form(output: TypeAdapter[Any], result: Any) -> Any:
+    """``result`` as the ledger stores it and a replay reads it (JSON data): the task output
+    the engine gets. ``UsageError`` for a result that cannot be stored."""
+    return json.loads(encode_result(result, sys.maxsize, output))
+
+
 def check_callback(output: TypeAdapter[Any], result: Any) -> None:
+    """Raise ``CallbackTooLarge`` when the callback body for ``result`` — built from its
+    stored form, as the deliverer builds it — is over the engine's limit."""
     try:
-        text = json.dumps(output_of(output.dump_python(result, mode="json")), separators=(",", ":"))
-    except Exception:
-        return  # not serialisable: the ledger's own check says so
-    if len(text) > MAX_CALLBACK_CHARS:
-        raise CallbackTooLarge(
-            f"the result is {len(text)} characters of JSON, over the {MAX_CALLBACK_CHARS} a Rill"
-            " Flow callback may carry; write the data as an output object"
-            " (claim.outputs.put) and return its reference instead"
-        )
+        data = stored_form(output, result)
+    except UsageError:
+        return  # cannot be stored at all: the ledger's own check says so
+    problem = too_large(body_text(output_of(data)))
+    if problem is not None:
+        raise CallbackTooLarge(problem)

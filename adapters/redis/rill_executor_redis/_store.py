@@ -28,6 +28,7 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoScriptError
 
+from rill_executor import StoreUnavailable
 from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
@@ -318,12 +319,20 @@ class AsyncRedisStore:
 
     Its constructor does no I/O, so it checks nothing: ``open_async_redis_store`` checks
     the deployment with a short-lived synchronous client when the store is opened by URL;
-    otherwise call ``await store.check_durability()``.
+    otherwise call ``await store.check_durability()``. ``deferred`` is a check to run before
+    the first operation instead (the store was opened while Redis was unreachable): an app
+    starts, answers ``StoreUnavailable`` meanwhile, and checks once Redis answers.
     """
 
     kind = "redis"  # what telemetry calls the store
 
-    def __init__(self, client: AsyncClient, *, where: str | None = None) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        *,
+        where: str | None = None,
+        deferred: Durability | str = Durability.IGNORE,
+    ) -> None:
         self.client = client
         self.where = where or _describe(client)
         self._mapped = not isinstance(client, redis.asyncio.cluster.RedisCluster)
@@ -331,12 +340,24 @@ class AsyncRedisStore:
         self._wire = async_wire_for(client)  # as RedisStore's
         self._mapping = asyncio.Lock()
         self._store_id: str | None = None
+        policy = Durability(deferred)
+        self._unchecked = None if policy is Durability.IGNORE else policy
 
     @classmethod
-    def from_url(cls, url: str) -> AsyncRedisStore:
+    def from_url(
+        cls, url: str, *, deferred: Durability | str = Durability.IGNORE
+    ) -> AsyncRedisStore:
         """The store for ``url``; no I/O and no durability check (see the class docs)."""
         parsed = parse_url(url)
-        return cls(async_client(parsed), where=parsed.where)
+        return cls(async_client(parsed), where=parsed.where, deferred=deferred)
+
+    async def _check_deferred(self) -> None:
+        """The durability check left for the first operation: once it passed (or warned);
+        a refusal (``require``) refuses every operation until the deployment is fixed."""
+        policy = self._unchecked
+        if policy is not None:
+            await self.check_durability(policy)
+            self._unchecked = None
 
     async def store_id(self) -> str:
         """As ``RedisStore.store_id``; read once, by the first call that needs it."""
@@ -506,6 +527,8 @@ class AsyncRedisStore:
 
     async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
         """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        if self._unchecked is not None:
+            await self._check_deferred()
         if not self._mapped:
             await self._map_slots()
         lua = script(op)
@@ -523,6 +546,8 @@ class AsyncRedisStore:
 
     async def _eval(self, op: Op, keys: tuple[str, ...], args: bytes, job_id: str = "") -> Any:
         """As ``_run``, on other keys (a namespace's outbox index)."""
+        if self._unchecked is not None:
+            await self._check_deferred()
         if not self._mapped:
             await self._map_slots()
         lua = script(op)
@@ -562,10 +587,16 @@ def open_redis_store(url: str) -> RedisStore:
 
 
 def open_async_redis_store(url: str) -> AsyncRedisStore:
-    """Entry point for asyncio; checks durability once, synchronously, unless ignored."""
+    """Entry point for asyncio; checks durability once, synchronously, unless ignored. With
+    Redis unreachable the check is left for the store's first operation: an app that opens
+    its store at import starts, and answers ``StoreUnavailable`` until Redis is back."""
     parsed = parse_url(url)
-    if parsed.durability is not Durability.IGNORE:
+    if parsed.durability is Durability.IGNORE:
+        return AsyncRedisStore.from_url(url)
+    try:
         RedisStore.from_url(url).close()  # the sync store runs the check and warns
+    except StoreUnavailable:
+        return AsyncRedisStore.from_url(url, deferred=parsed.durability)
     return AsyncRedisStore.from_url(url)
 
 
