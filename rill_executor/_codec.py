@@ -8,6 +8,8 @@ written, so a stored result always replays.
 
 from __future__ import annotations
 
+import json
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -102,6 +104,27 @@ def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> 
         raise _unserialisable(value, exc) from exc
 
 
+def _has_non_finite(plain: Any) -> bool:
+    if isinstance(plain, float):
+        return not math.isfinite(plain)
+    if isinstance(plain, dict):
+        return any(_has_non_finite(v) for v in plain.values())
+    if isinstance(plain, (list, tuple, set, frozenset)):
+        return any(_has_non_finite(v) for v in plain)
+    return False
+
+
+def _non_finite(value: Any, adapter: TypeAdapter[Any] | None) -> bool:
+    """Whether ``value`` holds a NaN or an infinity where it is serialised: only looked for
+    when its JSON has a null or such a constant, so most results pay nothing."""
+    serializer = (adapter or adapter_for(Any)).serializer
+    try:
+        plain = serializer.to_python(value, warnings=False)
+    except (PydanticSerializationError, ValueError, TypeError):
+        return False  # serialised as JSON already: a mismatch is no NaN
+    return _has_non_finite(plain)
+
+
 def encode_result(
     value: Any,
     limit: int,
@@ -118,6 +141,11 @@ def encode_result(
             raise _unserialisable(value, exc) from exc
     else:
         raw = _dump(value, adapter, source, expected)
+    if (b"null" in raw or b"NaN" in raw or b"Infinity" in raw) and _non_finite(value, adapter):
+        raise InvalidResult(
+            f"{source} returned a value holding NaN or Infinity: JSON has neither (pydantic"
+            " writes null, which would replay as None). Return a finite number or None"
+        )
     if len(raw) > limit:
         raise ResultTooLarge(
             f"the result serialises to {len(raw)} bytes, over the ledger's limit of {limit};"
@@ -140,4 +168,7 @@ def encode_result(
 
 
 def encode_error(error: BaseException | str, *, retryable: bool) -> str:
-    return ErrorInfo.of(error, retryable=retryable).model_dump_json()
+    """The JSON text of ``ErrorInfo`` for ``error``. Not through pydantic: a message may hold
+    a lone surrogate (``rill_executor._text`` escapes it for the store)."""
+    info = ErrorInfo.of(error, retryable=retryable).model_dump()
+    return json.dumps(info, ensure_ascii=False, separators=(",", ":"))
