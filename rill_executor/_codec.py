@@ -141,11 +141,6 @@ def encode_result(
             raise _unserialisable(value, exc) from exc
     else:
         raw = _dump(value, adapter, source, expected)
-    if (b"null" in raw or b"NaN" in raw or b"Infinity" in raw) and _non_finite(value, adapter):
-        raise InvalidResult(
-            f"{source} returned a value holding NaN or Infinity: JSON has neither (pydantic"
-            " writes null, which would replay as None). Return a finite number or None"
-        )
     if len(raw) > limit:
         raise ResultTooLarge(
             f"the result serialises to {len(raw)} bytes, over the ledger's limit of {limit};"
@@ -164,6 +159,12 @@ def encode_result(
                 " no None where the annotation wants a value. Return a value of the annotated"
                 " type"
             ) from exc
+    if (b"null" in raw or b"NaN" in raw or b"Infinity" in raw) and _non_finite(value, adapter):
+        raise InvalidResult(
+            f"{source} returned a value holding NaN or Infinity, which would not come back as"
+            f" {expected} once stored: JSON has neither (it would be stored as null and replay"
+            " as None). Return finite numbers, or None where the annotation allows it"
+        )
     return raw.decode("utf-8")
 
 
