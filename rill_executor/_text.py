@@ -95,7 +95,7 @@ def read_json(text: str) -> str:
     """JSON text a store kept, as it was before ``store_json``: the same value."""
     if not _ESCAPED_JSON.search(text):
         return text
-    return json.dumps(load_json(text), ensure_ascii=True, **_COMPACT)
+    return json.dumps(load_json(text), ensure_ascii=False, **_COMPACT)
 
 
 def _unprintable(text: str, what: str, error: type[UsageError]) -> UsageError:
