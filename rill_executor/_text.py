@@ -48,7 +48,7 @@ _UNSTORABLE_JSON = re.compile(r"[\x00\ud800-\udfff\U0010fffd]|\\u(?:0000|[dD][89
 _ESCAPED = re.compile("\U0010fffd([0-9a-f]{6})")
 _ESCAPED_JSON = re.compile(r"\U0010fffd|\\u[dD][bB][fF][fF]\\u[dD][fF][fF][dD]")
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Cc and lone surrogates
-_COMPACT = {"separators": (",", ":"), "allow_nan": False}
+_DUMP = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
 
 def escape_text(text: str) -> str:
@@ -80,7 +80,7 @@ def store_json(text: str) -> str:
     if not _UNSTORABLE_JSON.search(text):
         return text
     escaped = _each_string(json.loads(text), escape_text)
-    return json.dumps(escaped, ensure_ascii=False, **_COMPACT)
+    return _DUMP(escaped)
 
 
 def load_json(text: str) -> Any:
@@ -95,7 +95,7 @@ def read_json(text: str) -> str:
     """JSON text a store kept, as it was before ``store_json``: the same value."""
     if not _ESCAPED_JSON.search(text):
         return text
-    return json.dumps(load_json(text), ensure_ascii=False, **_COMPACT)
+    return _DUMP(load_json(text))
 
 
 def _unprintable(text: str, what: str, error: type[UsageError]) -> UsageError:
