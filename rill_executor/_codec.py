@@ -8,6 +8,8 @@ written, so a stored result always replays.
 
 from __future__ import annotations
 
+import json
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -102,6 +104,27 @@ def _dump(value: Any, adapter: TypeAdapter[Any], source: str, expected: str) -> 
         raise _unserialisable(value, exc) from exc
 
 
+def _has_non_finite(plain: Any) -> bool:
+    if isinstance(plain, float):
+        return not math.isfinite(plain)
+    if isinstance(plain, dict):
+        return any(_has_non_finite(v) for v in plain.values())
+    if isinstance(plain, (list, tuple, set, frozenset)):
+        return any(_has_non_finite(v) for v in plain)
+    return False
+
+
+def _non_finite(value: Any, adapter: TypeAdapter[Any] | None) -> bool:
+    """Whether ``value`` holds a NaN or an infinity where it is serialised: only looked for
+    when its JSON has a null or such a constant, so most results pay nothing."""
+    serializer = (adapter or adapter_for(Any)).serializer
+    try:
+        plain = serializer.to_python(value, warnings=False)
+    except (PydanticSerializationError, ValueError, TypeError):
+        return False  # serialised as JSON already: a mismatch is no NaN
+    return _has_non_finite(plain)
+
+
 def encode_result(
     value: Any,
     limit: int,
@@ -136,8 +159,17 @@ def encode_result(
                 " no None where the annotation wants a value. Return a value of the annotated"
                 " type"
             ) from exc
+    if (b"null" in raw or b"NaN" in raw or b"Infinity" in raw) and _non_finite(value, adapter):
+        raise InvalidResult(
+            f"{source} returned a value holding NaN or Infinity, which would not come back as"
+            f" {expected} once stored: JSON has neither (it would be stored as null and replay"
+            " as None). Return finite numbers, or None where the annotation allows it"
+        )
     return raw.decode("utf-8")
 
 
 def encode_error(error: BaseException | str, *, retryable: bool) -> str:
-    return ErrorInfo.of(error, retryable=retryable).model_dump_json()
+    """The JSON text of ``ErrorInfo`` for ``error``. Not through pydantic: a message may hold
+    a lone surrogate (``rill_executor._text`` escapes it for the store)."""
+    info = ErrorInfo.of(error, retryable=retryable).model_dump()
+    return json.dumps(info, ensure_ascii=False, separators=(",", ":"))

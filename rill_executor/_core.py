@@ -23,7 +23,7 @@ from ._decisions import (
     decide_claim,
     owned_by,
 )
-from ._errors import ResultTooLarge, StaleAttempt, StoreProtocolError, UsageError
+from ._errors import InvalidPayload, ResultTooLarge, StaleAttempt, StoreProtocolError, UsageError
 from ._keys import (
     fingerprint_of,
     job_id,
@@ -46,10 +46,26 @@ from ._store import (
     StoreAnswer,
     StoreStatus,
 )
+from ._text import (
+    escape_text,
+    load_json,
+    printable_json,
+    read_json,
+    store_json,
+)
 
 __all__ = ["LedgerCore"]
 
 _NO_FINGERPRINT = fingerprint_of(None)
+
+
+def _origin(origin: Any) -> str:
+    """An attempt's origin as stored: JSON whose every string is printable."""
+    text = encode_json(origin, "origin")
+    printable_json(json.loads(text), "a string of the origin", InvalidPayload)
+    return store_json(text)
+
+
 Outcome = JobRow | Replay | InProgress | Conflict
 
 
@@ -90,8 +106,8 @@ class LedgerCore:
             result_version=validate_result_version(result_version),
             attempt_id=new_attempt_id() if attempt_id is None else validate_attempt_id(attempt_id),
             lease_us=self.config.lease_of(lease),
-            origin=None if origin is None else encode_json(origin, "origin"),
-            watch=None if watch is None else watch.encode(),
+            origin=None if origin is None else _origin(origin),
+            watch=None if watch is None else store_json(watch.encode()),
             trace=None if trace is None else validate_traceparent(trace),
         )
 
@@ -131,7 +147,7 @@ class LedgerCore:
                 fence=job.fence,
                 result_version=job.result_version,
                 succeeded=job.state is JobState.SUCCEEDED,
-                result_json=job.result,
+                result_json=None if job.result is None else read_json(job.result),
                 error=ErrorInfo.from_json(job.error),
                 finished_at=at_us(job.finished_at or job.updated_at),
                 attempt_id=job.owner_attempt,
@@ -209,7 +225,7 @@ class LedgerCore:
             raise
         return Completion(
             state=JobState.SUCCEEDED,
-            result=result,
+            result=store_json(result),
             error=None,
             retryable=None,
             retention_us=self.config.retention_us,
@@ -220,7 +236,7 @@ class LedgerCore:
         return Completion(
             state=JobState.FAILED,
             result=None,
-            error=encode_error(error, retryable=retryable),
+            error=store_json(encode_error(error, retryable=retryable)),
             retryable=retryable,
             retention_us=self.config.retention_us,
         )
@@ -231,7 +247,7 @@ class LedgerCore:
         for leased in batch.notices:
             (info,) = NoticeInfo.many(f"[{leased.notice}]")
             text = leased.result if info.state is JobState.SUCCEEDED else None
-            result = None if text is None else json.loads(text)
+            result = None if text is None else load_json(text)
             due.append(DueNotice(leased.job_id, leased.namespace, leased.key, owner, info, result))
         return due
 
@@ -245,8 +261,8 @@ class LedgerCore:
             notice_id=notice.info.id,
             owner=notice.owner,
             status=status,
-            outcome=outcome,
-            detail=detail,
+            outcome=escape_text(outcome),
+            detail=None if detail is None else escape_text(detail),
             retry_in_us=to_us(retry_in, "retry_in", zero=True),
         )
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from ._errors import InvalidPayload
+from ._text import store_json
 
 __all__ = ["MAX_EVENTS", "TOKEN_REFUSED", "appended_event", "encode_event"]
 
@@ -33,8 +34,9 @@ def encode_event(
     reason: str | None = None,
     detail: str | None = None,
 ) -> str:
-    """The JSON object a store appends (see ``appended_event``); ``InvalidPayload`` for a
-    bad ``kind`` or ``fence``. A long ``detail`` is cut."""
+    """The JSON object a store appends (see ``appended_event``), its strings escaped as
+    stores keep them (``rill_executor._text``); ``InvalidPayload`` for a bad ``kind`` or
+    ``fence``. A long ``detail`` is cut."""
     if not isinstance(kind, str) or not _KIND.fullmatch(kind):
         raise InvalidPayload(
             f"event kind {kind!r} must be lower-case letters, digits, '_' or '.', starting"
@@ -51,7 +53,7 @@ def encode_event(
         "reason": reason,
         "detail": detail,
     }
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return store_json(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
 
 
 def appended_event(events: str | None, event: str, now: int) -> str:

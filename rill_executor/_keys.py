@@ -19,6 +19,7 @@ from urllib.parse import quote
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ._errors import InvalidKey, InvalidOutputName, InvalidPayload, StoreProtocolError
+from ._text import printable
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -137,7 +138,7 @@ def validate_result_version(version: object) -> str | None:
             f"result version {version!r} must be a non-empty str of at most"
             f" {MAX_VERSION_CHARS} characters, e.g. 'h264-v2'"
         )
-    return version
+    return printable(version, "result version", InvalidPayload)
 
 
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")

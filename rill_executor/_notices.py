@@ -30,6 +30,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from ._errors import InvalidPayload
 from ._records import JobState
+from ._text import printable, printable_json
 
 if TYPE_CHECKING:
     from ._records import JobRow, NoticeInfo
@@ -52,7 +53,10 @@ class Watch:
                 f"watch id {self.id!r} must be a non-empty str of at most"
                 f" {MAX_WATCH_ID_CHARS} characters"
             )
-        return _dump({"id": self.id, "target": json.loads(encode_json(self.target, "watch"))})
+        printable(self.id, "watch id", InvalidPayload)
+        target = json.loads(encode_json(self.target, "watch"))
+        printable_json(target, "a string of the watch target", InvalidPayload)
+        return _dump({"id": self.id, "target": target})
 
 
 def encode_json(value: Any, what: str) -> str:

@@ -8,12 +8,13 @@ pydantic ``JobStatus`` / ``AttemptInfo`` views with datetimes and timedeltas.
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from ._text import load_json
 
 __all__ = [
     "AttemptInfo",
@@ -121,7 +122,7 @@ class ErrorInfo(_View):
 
     @classmethod
     def from_json(cls, text: str | None) -> ErrorInfo | None:
-        return None if text is None else cls.model_validate_json(text)
+        return None if text is None else cls.model_validate(load_json(text))
 
 
 class OwnerInfo(_View):
@@ -175,7 +176,7 @@ class OutputInfo(_View):
 
     @classmethod
     def many(cls, text: str | None, *, committed: bool | None = None) -> tuple[OutputInfo, ...]:
-        infos = tuple(cls.model_validate(item) for item in json.loads(text or "[]"))
+        infos = tuple(cls.model_validate(item) for item in load_json(text or "[]"))
         if committed is None:
             return infos
         return tuple(info.model_copy(update={"committed": committed}) for info in infos)
@@ -199,7 +200,7 @@ class EventInfo(_View):
     @classmethod
     def many(cls, text: str | None) -> tuple[EventInfo, ...]:
         return tuple(
-            cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in json.loads(text or "[]")
+            cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in load_json(text or "[]")
         )
 
 
@@ -251,7 +252,7 @@ class NoticeInfo(_View):
                 created_at=at_us(n["created_at"]),
                 settled_at=from_us(n["settled_at"]),
             )
-            for n in json.loads(text or "[]")
+            for n in load_json(text or "[]")
         )
 
 
@@ -302,7 +303,7 @@ class JobStatus(_View):
             result_version=job.result_version,
             fingerprint=job.fingerprint,
             owner=OwnerInfo.of(job, now),
-            result=None if job.result is None else json.loads(job.result),
+            result=None if job.result is None else load_json(job.result),
             error=ErrorInfo.from_json(job.error),
             created_at=at_us(job.created_at),
             updated_at=at_us(job.updated_at),
@@ -318,7 +319,7 @@ class JobStatus(_View):
                     outcome=_settled(a, job),
                     error=ErrorInfo.from_json(a.error),
                     outputs=_outputs_of(a, job),
-                    origin=None if a.origin is None else json.loads(a.origin),
+                    origin=None if a.origin is None else load_json(a.origin),
                     trace=a.trace,
                     events=tuple(
                         e for e in logged if e.attempt_id == a.attempt_id and e.fence == a.fence
@@ -326,7 +327,7 @@ class JobStatus(_View):
                 )
                 for a in sorted(attempts, key=lambda a: a.fence)
             ),
-            watchers=json.loads(job.watchers or "{}"),
+            watchers=load_json(job.watchers or "{}"),
             notices=NoticeInfo.many(job.notices),
             events=logged,
         )

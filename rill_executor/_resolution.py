@@ -29,6 +29,7 @@ from ._errors import InvalidPayload, ResolutionRefused
 from ._notices import finish_notices
 from ._records import AttemptOutcome, JobRow, JobState
 from ._store import Resolution, StoreAnswer
+from ._text import escape_text, store_json
 
 __all__ = [
     "NO_RESULT",
@@ -197,11 +198,11 @@ def resolution_request(
         error = encode_error(f"{kind}: {why} (by {who})", retryable=action == ResolveAction.REDO)
     return Resolution(
         action=str(action),
-        reason=why,
-        actor=who,
+        reason=escape_text(why),
+        actor=escape_text(who),
         force=bool(force),
-        result=stored,
-        error=error,
+        result=None if stored is None else store_json(stored),
+        error=None if error is None else store_json(error),
         retention_us=retention_us,
     )
 

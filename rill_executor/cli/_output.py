@@ -7,6 +7,8 @@ detects whether stdout is a terminal, and honours ``NO_COLOR``.
 from __future__ import annotations
 
 import json
+import re
+import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,13 +53,23 @@ OUTCOME_STYLE = {
 
 
 def console() -> Console:
+    # A stored message may hold a lone surrogate (kept exactly): print it as \udXXX.
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
     # Not a terminal (a pipe, a file): wide enough that a table rarely folds.
     found = Console(highlight=False)
     return found if found.is_terminal else Console(highlight=False, width=160)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    if _SURROGATE.search(text):  # no UTF-8 for it: JSON's \udXXX escapes read back exactly
+        text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
+    click.echo(text)
 
 
 def table(*columns: str, title: str | None = None) -> Table:

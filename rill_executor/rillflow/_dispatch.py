@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .._errors import UsageError
+from .._text import printable
 
 __all__ = ["MAX_DISPATCH_BYTES", "BadDispatch", "Dispatch", "parse_dispatch"]
 
@@ -78,14 +79,14 @@ def _one(query: Mapping[str, str], name: str) -> str:
             f"the dispatch has no {name!r} query parameter; Rill Flow sends"
             " ?execution_id=…&name=… with every dispatch"
         )
-    return value
+    return printable(value, f"the dispatch's {name!r}", BadDispatch)
 
 
 def _ts(callback_url: str | None) -> str | None:
     if not callback_url:
         return None
     values = parse_qs(urlsplit(callback_url).query).get("ts")
-    return values[0] if values else None
+    return printable(values[0], "the callback URL's 'ts'", BadDispatch) if values else None
 
 
 _ENGINE_QUERY = ("execution_id", "name")
@@ -106,7 +107,8 @@ def parse_dispatch(
     max_bytes: int = MAX_DISPATCH_BYTES,
     method: str = "POST",
 ) -> Dispatch:
-    """The dispatch in a request, or ``BadDispatch`` saying what is wrong with it.
+    """The dispatch in a request, or ``BadDispatch`` saying what is wrong with it (e.g. a
+    control character in ``execution_id``: it names the engine task, so it must be printable).
 
     ``headers`` must be case-insensitive (Starlette's are). A GET dispatch has no body: its
     input is its query parameters (a parameter given twice: the last value).

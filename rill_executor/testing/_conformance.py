@@ -58,6 +58,7 @@ from .._outcomes import Conflict, InProgress, Replay, raise_for_outcome
 from .._records import AttemptOutcome, JobState, JobStatus
 from .._resolution import default_actor
 from ._driver import DrivenLedger, LedgerDriver, is_claim
+from ._hostile import HostileStrings
 from ._model import lifecycle_machine
 
 __all__ = ["StoreConformance"]
@@ -170,7 +171,7 @@ def _put_output(driver: LedgerDriver, name: str, data: bytes) -> Any:
     return claim.outputs.put(name, data)
 
 
-class StoreConformance:
+class StoreConformance(HostileStrings):
     """Subclass in a test module and provide a ``store_url`` fixture::
 
         class TestMyStore(StoreConformance):
