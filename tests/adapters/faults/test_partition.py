@@ -24,6 +24,7 @@ from rill_executor._keys import job_id
 from rill_executor.testing import LedgerDriver
 
 from .proxy import CuttingProxy
+from .waits import ends_within
 
 _BOUNDS = (
     "connect_timeout=2&read_timeout=2&lock_timeout=1&statement_timeout=1"
@@ -35,22 +36,6 @@ _ENDS_WITHIN = 20.0  # the bounds add up to about 4 s; without them the call nev
 
 def _bounded(url: str) -> str:
     return url + ("&" if "?" in url else "?") + _BOUNDS
-
-
-def _within(seconds: float, call: Callable[[], Any]) -> tuple[bool, Any]:
-    """``call()`` in a thread: whether it ended in time, and its result or exception."""
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except Exception as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    return not thread.is_alive(), outcome[0] if outcome else None
 
 
 class _Partitioned:
@@ -85,7 +70,7 @@ def test_a_commit_cut_off_by_a_partition_ends_and_leaves_its_key_usable(
         return f"done {k}"
 
     started = time.monotonic()
-    ended, outcome = _within(_ENDS_WITHIN, lambda: handler("k"))
+    ended, outcome = ends_within(_ENDS_WITHIN, lambda: handler("k"))
     assert cut and cut[0].is_set(), "the proxy never cut the commit off"
     assert ended, f"the partitioned call still waits after {_ENDS_WITHIN:g} s"
     assert outcome == "done k" or isinstance(outcome, StoreUnavailable), repr(outcome)
@@ -112,7 +97,7 @@ def _when_free(call: Callable[[], Any], deadline: float) -> Any:
     ends that session, the cut-off attempt's lease a little longer."""
     last: Any = None
     while time.monotonic() < deadline:
-        ended, last = _within(_ENDS_WITHIN, call)
+        ended, last = ends_within(_ENDS_WITHIN, call)
         assert ended, f"a fresh client's call still waits after {_ENDS_WITHIN:g} s"
         if not isinstance(last, Exception):
             return last
