@@ -259,7 +259,7 @@ def _arm_thread(record: Any, cut: _Cut | None, seconds: float) -> None:
     if cut is not None:
         due = _Due(time.monotonic() + seconds, cut)
         record.info[_DUE] = due
-        _WATCHDOG.add(due)
+        _WATCHDOG.add(due, seconds)
 
 
 def _disarm(_dbapi: Any, record: Any) -> None:
@@ -275,17 +275,21 @@ def _disarm(_dbapi: Any, record: Any) -> None:
 
 class _Watchdog:
     """One thread for a process's synchronous connections: cuts those held past their due
-    time. It sleeps until the earliest due time, and for good while nothing is armed."""
+    time. While connections are in use it wakes at the earliest due time, or one bound
+    later when none is armed (so arming seldom has to wake it); idle, it sleeps for good."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._armed: dict[int, _Due] = {}
         self._wake_at = math.inf
+        self._used = False  # armed since the thread last woke
+        self._pace = math.inf  # the shortest bound armed
         self._thread: threading.Thread | None = None
 
-    def add(self, due: _Due) -> None:
+    def add(self, due: _Due, seconds: float) -> None:
         with self._cond:
             self._armed[id(due)] = due
+            self._used, self._pace = True, min(self._pace, seconds)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="rill-sql-bounds")
                 self._thread.daemon = True
@@ -307,7 +311,11 @@ class _Watchdog:
                 for due in overdue:
                     del self._armed[id(due)]
                     _fire(due)
-                self._wake_at = min((due.at for due in self._armed.values()), default=math.inf)
+                if self._armed:
+                    self._wake_at = min(due.at for due in self._armed.values())
+                else:
+                    self._wake_at = now + self._pace if self._used else math.inf
+                self._used = False
                 self._cond.wait(None if self._wake_at == math.inf else self._wake_at - now)
 
     def forked(self) -> None:
