@@ -29,7 +29,7 @@ from sqlalchemy.engine import URL
 
 from rill_executor import ConfigError
 
-__all__ = ["Bounds", "engine_bounds", "split_bounds"]
+__all__ = ["Bounds", "connect_args", "engine_bounds", "set_on_connect", "split_bounds"]
 
 # Seconds; the server bounds stay well under the default lease (30 s).
 _SERVER_DEFAULTS = {
@@ -145,15 +145,20 @@ def _bounded_aiomysql_connect(seconds: float) -> Callable[..., Any]:
     return connect
 
 
-def _mariadb_session(bounds: Bounds) -> str | None:
-    """``SET SESSION``: the server rolls an abandoned transaction back and frees its locks."""
-    settings = {
-        "max_statement_time": None if bounds.statement is None else f"{bounds.statement:g}",
-        "innodb_lock_wait_timeout": None if bounds.lock is None else str(math.ceil(bounds.lock)),
-        "idle_transaction_timeout": None if bounds.idle is None else str(math.ceil(bounds.idle)),
-    }
-    chosen = [f"{name}={value}" for name, value in settings.items() if value is not None]
-    return "SET SESSION " + ", ".join(chosen) if chosen else None
+def _mariadb_session(bounds: Bounds) -> tuple[str, str | None] | None:
+    """``SET SESSION``: the server rolls an abandoned transaction back and frees its locks.
+    And for MySQL, which has neither ``max_statement_time`` nor ``idle_transaction_timeout``
+    (it refuses the first as unknown), the lock wait alone."""
+    lock = None if bounds.lock is None else f"innodb_lock_wait_timeout={math.ceil(bounds.lock)}"
+    settings = [
+        lock,
+        None if bounds.statement is None else f"max_statement_time={bounds.statement:g}",
+        None if bounds.idle is None else f"idle_transaction_timeout={math.ceil(bounds.idle)}",
+    ]
+    chosen = [setting for setting in settings if setting is not None]
+    if not chosen:
+        return None
+    return "SET SESSION " + ", ".join(chosen), lock and f"SET SESSION {lock}"
 
 
 def connect_args(family: str, bounds: Bounds, url: URL, *, is_async: bool) -> dict[str, Any]:
@@ -171,7 +176,7 @@ def engine_bounds(engine: Engine, family: str, bounds: Bounds, *, is_async: bool
     if family == "mysql":
         session = _mariadb_session(bounds)
         if session is not None:
-            event.listen(engine, "connect", _run_on_connect(session))
+            event.listen(engine, "connect", set_on_connect(*session))
     if bounds.read is None or family == "sqlite" or (family == "mysql" and not is_async):
         return
     cut_of = _psycopg_cut if family == "postgresql" else _aiomysql_cut
@@ -188,11 +193,23 @@ def engine_bounds(engine: Engine, family: str, bounds: Bounds, *, is_async: bool
         event.listen(engine, ending, _disarm)
 
 
-def _run_on_connect(statement: str) -> Callable[[Any, Any], None]:
+_UNKNOWN_VARIABLE = 1193
+
+
+def set_on_connect(statement: str, fallback: str | None) -> Callable[[Any, Any], None]:
+    """A connect event that runs ``statement``, or ``fallback`` where the server does not
+    know one of its variables."""
+
     def run(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(statement)
+            try:
+                cursor.execute(statement)
+            except Exception as exc:
+                if getattr(exc, "args", (None,))[0] != _UNKNOWN_VARIABLE:
+                    raise
+                if fallback is not None:
+                    cursor.execute(fallback)
         finally:
             cursor.close()
 

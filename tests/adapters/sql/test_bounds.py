@@ -11,12 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
 
 from rill_executor import ConfigError, StoreUnavailable
 from rill_executor._keys import job_id
 from rill_executor.testing import LedgerDriver
 from rill_executor_sql import AsyncSqlStore, SqlStore
+from rill_executor_sql._bounds import set_on_connect
 from rill_executor_sql._dialect import dialect_of, make_sync_engine
 
 from ..faults.waits import ends_within
@@ -86,6 +89,39 @@ def test_schema_upgrades_run_without_statement_bounds(
         assert (statement, idle) == (("0", "0") if server == "postgres" else ("0.000000", "0"))
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("driver", ["pymysql", "aiomysql"])
+def test_a_server_without_mariadbs_variables_gets_the_lock_bound_alone(
+    mariadb_url: str, driver: str
+) -> None:
+    """MySQL has neither max_statement_time nor idle_transaction_timeout: the SET naming
+    them is refused as unknown (1193), and the lock wait is still bounded."""
+    if driver == "pymysql":
+        engine: Any = create_engine(mariadb_url, poolclass=NullPool)
+    else:
+        engine = create_async_engine(
+            mariadb_url.replace("+pymysql", "+aiomysql"), poolclass=NullPool
+        )
+    event.listen(
+        getattr(engine, "sync_engine", engine),
+        "connect",
+        set_on_connect("SET SESSION no_such_variable=1", "SET SESSION innodb_lock_wait_timeout=7"),
+    )
+
+    async def read_async() -> Any:
+        try:
+            async with engine.connect() as conn:
+                return (await conn.exec_driver_sql("SELECT @@innodb_lock_wait_timeout")).scalar()
+        finally:
+            await engine.dispose()
+
+    if driver == "aiomysql":
+        assert asyncio.run(read_async()) == 7
+        return
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT @@innodb_lock_wait_timeout").scalar() == 7
+    engine.dispose()
 
 
 @pytest.mark.parametrize(("options", "busy_ms"), [("", 5000), ("busy_timeout=0.25", 250)])
