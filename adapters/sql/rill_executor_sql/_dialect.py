@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from rill_executor import ConfigError
 from rill_executor.store import StoreError
 
+from ._bounds import Bounds, connect_args, engine_bounds, split_bounds
 from ._packet import watch_packets
 
 __all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
@@ -105,7 +106,7 @@ def _reader_args() -> dict[str, Any]:
     }
 
 
-def _engine_args(family: str) -> dict[str, Any]:
+def _engine_args(family: str, bounds: Bounds) -> dict[str, Any]:
     if family == "postgresql":
         # Each operation is one statement: autocommit spares the BEGIN/COMMIT round trips.
         # Nothing to roll back when a connection returns to the pool, either.
@@ -127,16 +128,21 @@ def _engine_args(family: str) -> dict[str, Any]:
             "max_overflow": 8,
             "pool_recycle": 3600,
         }
-    return {"connect_args": {"timeout": 30, "check_same_thread": False}}
+    return {"connect_args": {"timeout": bounds.busy, "check_same_thread": False}}
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    dbapi_connection.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA synchronous=FULL")
-    cursor.close()
+def _sqlite_pragmas(bounds: Bounds) -> Any:
+    busy_ms = round((bounds.busy or 0) * 1000)
+
+    def pragmas(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.close()
+
+    return pragmas
 
 
 @contextmanager
@@ -153,32 +159,54 @@ def _driver_installed(family: str) -> Iterator[None]:
         ) from exc
 
 
-def make_sync_engine(dialect: SqlDialect, url: URL, *, reads: bool = False) -> Engine:
-    """The store's engine; ``reads``: MariaDB's autocommit engine for reads."""
+def _bounded(
+    dialect: SqlDialect, url: URL, reads: bool, migrations: bool, *, is_async: bool
+) -> tuple[Bounds, URL, dict[str, Any]]:
+    """The bounds the URL sets, the URL without them, and the engine's arguments."""
+    bounds, url = split_bounds(url, dialect.family)
+    if migrations:
+        bounds = bounds.for_migrations()
+    args = _reader_args() if reads else _engine_args(dialect.family, bounds)
+    extra = connect_args(dialect.family, bounds, url, is_async=is_async)
+    args["connect_args"] = {**args.get("connect_args", {}), **extra}
+    if "options" in extra:  # the URL's own startup options are merged into ours
+        url = url.difference_update_query(["options"])
+    return bounds, url, args
+
+
+def make_sync_engine(
+    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+) -> Engine:
+    """The store's engine; ``reads``: MariaDB's autocommit engine for reads; ``migrations``:
+    an engine for schema upgrades, without statement bounds."""
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    args = _reader_args() if reads else _engine_args(dialect.family)
+    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=False)
     with _driver_installed(dialect.family):
         engine = create_engine(
             _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]), **args
         )
     if dialect.family == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas(bounds))
+    engine_bounds(engine, dialect.family, bounds, is_async=False)
     if dialect.family == "mysql":
         watch_packets(engine)
     return engine
 
 
-def make_async_engine(dialect: SqlDialect, url: URL, *, reads: bool = False) -> AsyncEngine:
+def make_async_engine(
+    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+) -> AsyncEngine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    args = _reader_args() if reads else _engine_args(dialect.family)
+    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=True)
     with _driver_installed(dialect.family):
         engine = create_async_engine(
             _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]), **args
         )
     if dialect.family == "sqlite":
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas(bounds))
+    engine_bounds(engine.sync_engine, dialect.family, bounds, is_async=True)
     if dialect.family == "mysql":
         watch_packets(engine.sync_engine)
     return engine

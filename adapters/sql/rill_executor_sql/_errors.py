@@ -13,8 +13,15 @@ from rill_executor.store import SchemaMissing, StoreError, StoreUnavailable
 
 __all__ = ["is_race", "wrap_errors"]
 
-# MariaDB: duplicate key (two first claims raced), deadlock, lock wait timeout.
-_RACE_CODES = {1062, 1213, 1205}
+# MariaDB: duplicate key (two first claims raced), deadlock. Not a lock wait timeout: a lock
+# held that long is a stuck transaction's (a partitioned client's), and waiting again on it
+# would not end before the server ends that transaction.
+_RACE_CODES = {1062, 1213}
+# A bound of the session ran out (docs/stores.md, "Every wait ends"). MariaDB: lock wait
+# timeout, max_statement_time (MariaDB, MySQL); PostgreSQL: query canceled (statement_timeout),
+# lock not available (lock_timeout), idle in transaction session timeout.
+_BOUND_CODES = {1205, 1969, 3024}
+_BOUND_STATES = {"57014", "55P03", "25P03"}
 _MISSING_TABLE = ("no such table", "does not exist", "doesn't exist")
 # Refused at connect: PostgreSQL (psycopg gives no SQLSTATE there) and MariaDB error codes.
 _NO_DATABASE = re.compile(r'database "([^"]+)" does not exist|Unknown database \'([^\']+)\'')
@@ -49,6 +56,10 @@ def _refused(exc: sa.DBAPIError, where: str) -> ConfigError | None:
     return None
 
 
+def _bound_ran_out(exc: sa.DBAPIError) -> bool:
+    return _code(exc) in _BOUND_CODES or getattr(exc.orig, "sqlstate", None) in _BOUND_STATES
+
+
 def is_race(exc: BaseException) -> bool:
     """A conflict with a concurrent transaction: running the operation again is safe."""
     if isinstance(exc, sa.IntegrityError):
@@ -74,6 +85,12 @@ def wrap_errors(where: str) -> Iterator[None]:
             raise SchemaMissing(
                 f"{where} has no rill-executor schema ({message.strip()}); run"
                 f" `rill-executor schema upgrade --store URL`"
+            ) from exc
+        if _bound_ran_out(exc):
+            raise StoreUnavailable(
+                f"{where} did not answer in time: {message.strip()}. A bound of the session"
+                " ran out (a lock held by a stuck transaction, or a slow statement); the"
+                " operation was not applied; retrying it is safe"
             ) from exc
         if isinstance(exc, (sa.OperationalError, sa.InterfaceError)) or exc.connection_invalidated:
             raise StoreUnavailable(

@@ -174,6 +174,7 @@ class SqlStore:
         self.dialect, parsed = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
         self._where = _describe(self.dialect, parsed)
+        self._url = parsed
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
         self._reads = self.engine
         if self.dialect.own_readers:
@@ -202,16 +203,24 @@ class SqlStore:
         return self._store_id
 
     def upgrade(self) -> list[int]:
-        """Apply missing migrations; returns the versions applied."""
-        with wrap_errors(self._where), self.engine.connect() as conn:
-            conn.execution_options(isolation_level=_DDL_ISOLATION)
-            if self.dialect.begin_sql:
-                conn.exec_driver_sql(self.dialect.begin_sql)
-                applied = _upgrade(self.dialect, conn)
-                conn.commit()
-                return applied
-            with conn.begin():
-                return _upgrade(self.dialect, conn)
+        """Apply missing migrations; returns the versions applied. A server runs them on a
+        connection of their own, without the statement bounds (a migration may be long)."""
+        engine = self.engine
+        if self.dialect.family != "sqlite":
+            engine = make_sync_engine(self.dialect, self._url, migrations=True)
+        try:
+            with wrap_errors(self._where), engine.connect() as conn:
+                conn.execution_options(isolation_level=_DDL_ISOLATION)
+                if self.dialect.begin_sql:
+                    conn.exec_driver_sql(self.dialect.begin_sql)
+                    applied = _upgrade(self.dialect, conn)
+                    conn.commit()
+                    return applied
+                with conn.begin():
+                    return _upgrade(self.dialect, conn)
+        finally:
+            if engine is not self.engine:
+                engine.dispose()
 
     def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
         for _ in range(_RETRIES):
@@ -293,6 +302,7 @@ class AsyncSqlStore:
         self.dialect, parsed = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
         self._where = _describe(self.dialect, parsed)
+        self._url = parsed
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
         self._reads = self.engine
         if self.dialect.own_readers:
@@ -326,16 +336,23 @@ class AsyncSqlStore:
         return self._store_id
 
     async def upgrade(self) -> list[int]:
-        with wrap_errors(self._where):
-            async with self.engine.connect() as conn:
-                await conn.execution_options(isolation_level=_DDL_ISOLATION)
-                if self.dialect.begin_sql:
-                    await conn.exec_driver_sql(self.dialect.begin_sql)
-                    applied = await conn.run_sync(lambda c: _upgrade(self.dialect, c))
-                    await conn.commit()
-                    return applied
-                async with conn.begin():
-                    return await conn.run_sync(lambda c: _upgrade(self.dialect, c))
+        engine = self.engine
+        if self.dialect.family != "sqlite":  # as SqlStore.upgrade: without statement bounds
+            engine = make_async_engine(self.dialect, self._url, migrations=True)
+        try:
+            with wrap_errors(self._where):
+                async with engine.connect() as conn:
+                    await conn.execution_options(isolation_level=_DDL_ISOLATION)
+                    if self.dialect.begin_sql:
+                        await conn.exec_driver_sql(self.dialect.begin_sql)
+                        applied = await conn.run_sync(lambda c: _upgrade(self.dialect, c))
+                        await conn.commit()
+                        return applied
+                    async with conn.begin():
+                        return await conn.run_sync(lambda c: _upgrade(self.dialect, c))
+        finally:
+            if engine is not self.engine:
+                await engine.dispose()
 
     async def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
         await self._ensure_ready()

@@ -7,6 +7,9 @@ Armed with a marker (bytes the request carries, e.g. the job id), it forwards th
 request on any connection that carries the marker, then closes that connection when the
 server starts to answer it. With ``then`` (e.g. ``b"COMMIT"``), the cut waits for a later
 request carrying ``then`` on the same connection: a transaction is applied by its COMMIT.
+With ``partition``, that request is forwarded and then the connection goes silent instead:
+nothing more passes either way and neither socket is closed (a black hole: the server never
+sees its client go, and keeps what the client's transaction holds).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = ["CuttingProxy"]
 class _Rule:
     marker: bytes
     then: bytes | None
+    partition: bool = False
     fired: threading.Event = field(default_factory=threading.Event)
 
 
@@ -31,6 +35,11 @@ class _Link:
         self.client, self.server = client, server
         self.seen_marker = False
         self.doomed: _Rule | None = None  # the rule whose request this link carried
+        self.silent = False  # partitioned: forwards nothing, closes nothing
+
+    @property
+    def partitioned(self) -> bool:
+        return self.doomed is not None and self.doomed.partition
 
     def close(self) -> None:
         for sock in (self.client, self.server):
@@ -50,11 +59,14 @@ class CuttingProxy:
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
-    def arm(self, marker: str | bytes, then: bytes | None = None) -> threading.Event:
+    def arm(
+        self, marker: str | bytes, then: bytes | None = None, *, partition: bool = False
+    ) -> threading.Event:
         """Lose the reply to the next request carrying ``marker`` (or, with ``then``, to
-        the next request carrying ``then`` after it); the event is set once it is lost."""
+        the next request carrying ``then`` after it); the event is set once it is lost.
+        ``partition``: forward that request, then nothing more on its connection."""
         raw = marker.encode() if isinstance(marker, str) else marker
-        rule = _Rule(raw, then)
+        rule = _Rule(raw, then, partition)
         with self._lock:
             self._rule = rule
         return rule.fired
@@ -101,14 +113,21 @@ class CuttingProxy:
             except OSError:
                 chunk = b""
             if not chunk:
-                link.close()
+                if not link.partitioned:
+                    link.close()
                 return
             self._watch(link, chunk)
+            if link.silent:
+                continue
             try:
                 link.server.sendall(chunk)
             except OSError:
                 link.close()
                 return
+            if link.partitioned:
+                link.silent = True
+                assert link.doomed is not None
+                link.doomed.fired.set()
 
     def _watch(self, link: _Link, chunk: bytes) -> None:
         with self._lock:
@@ -127,6 +146,10 @@ class CuttingProxy:
                 chunk = link.server.recv(65536)
             except OSError:
                 chunk = b""
+            if link.partitioned:
+                if not chunk:
+                    return
+                continue  # the black hole swallows the reply
             if not chunk or link.doomed:
                 if link.doomed:
                     link.doomed.fired.set()  # before the close the client will see
