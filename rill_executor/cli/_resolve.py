@@ -27,13 +27,25 @@ def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         raise click.BadParameter(f"not JSON ({exc}); quote it, e.g. {example}") from None
 
 
+def _action(**flags: bool) -> str:
+    """The one action asked for; two are refused before anything is read or written."""
+    chosen = [name for name, given in flags.items() if given]
+    if not chosen:
+        raise click.UsageError("say what to do: --reuse, --redo or --terminate")
+    if len(chosen) > 1:
+        both = " and ".join(f"--{name}" for name in chosen)
+        raise click.UsageError(
+            f"{both} were both given: choose one of --reuse, --redo or --terminate;"
+            " nothing was written"
+        )
+    return chosen[0]
+
+
 @click.command()
 @click.argument("key")
-@click.option(
-    "--reuse", "action", flag_value="reuse", help="Keep the committed result (or --result)."
-)
-@click.option("--redo", "action", flag_value="redo", help="Make the next claim run the work again.")
-@click.option("--terminate", "action", flag_value="terminate", help="Record a terminal failure.")
+@click.option("--reuse", is_flag=True, help="Keep the committed result (or --result).")
+@click.option("--redo", is_flag=True, help="Make the next claim run the work again.")
+@click.option("--terminate", is_flag=True, help="Record a terminal failure.")
 @click.option("--reason", required=True, help="Why: recorded with the change (required).")
 @click.option(
     "--actor",
@@ -56,7 +68,9 @@ def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
 @job_options
 def resolve(
     key: str,
-    action: str | None,
+    reuse: bool,
+    redo: bool,
+    terminate: bool,
     reason: str,
     actor: str,
     force: bool,
@@ -72,8 +86,7 @@ def resolve(
     change is recorded in the job's event log with who, why, when and the state before.
     A job whose lease is live is refused (exit 5) unless --force.
     """
-    if action is None:
-        raise click.UsageError("say what to do: --reuse, --redo or --terminate")
+    action = _action(reuse=reuse, redo=redo, terminate=terminate)
     with open_ledger(store, namespace) as ledger:
         before = found_job(ledger, key, handler)
         try:

@@ -1,0 +1,62 @@
+"""What an on-call engineer relies on, run as the installed command on every store: one
+action per resolution, the job's own retention kept, honest retention checks, strict input,
+one error vocabulary, resolutions told apart from failures, a terminal that reads."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from rill_executor import Ledger
+
+from .cli import opts, run
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"ops-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def ledger(store_url: str, namespace: str) -> Iterator[Ledger]:
+    with Ledger(store_url, namespace=namespace, retention=timedelta(days=30)) as found:
+        yield found
+
+
+def _dangling(ledger: Ledger, *keys: str) -> None:
+    for key in keys:
+        ledger.claim(key, lease=timedelta(milliseconds=50))
+    time.sleep(0.2)  # the leases run out
+
+
+def _json_error(done: object) -> dict[str, object]:
+    error = json.loads(done.stderr)["error"]  # type: ignore[attr-defined]
+    assert isinstance(error, dict)
+    return error
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--redo", "--terminate"), ("--terminate", "--redo"), ("--redo", "--reuse")],
+)
+def test_two_actions_are_refused_and_nothing_is_written(
+    store_url: str, namespace: str, ledger: Ledger, flags: tuple[str, ...]
+) -> None:
+    _dangling(ledger, "k")
+    before = ledger.status("k")
+    done = run("resolve", "k", *flags, "--reason", "x", *opts(store_url, namespace))
+    assert done.returncode == 2, done.stderr
+    assert "choose one" in done.stderr and "nothing was written" in done.stderr
+    after = ledger.status("k")
+    assert before is not None and after is not None
+    assert (after.fence, after.state, after.events) == (before.fence, before.state, ())
