@@ -60,3 +60,37 @@ def test_two_actions_are_refused_and_nothing_is_written(
     after = ledger.status("k")
     assert before is not None and after is not None
     assert (after.fence, after.state, after.events) == (before.fence, before.state, ())
+
+
+ERROR_TYPES = {
+    "check_failed": 1,
+    "usage": 2,
+    "config": 2,
+    "not_found": 3,
+    "store_unavailable": 4,
+    "store_failed": 4,
+    "refused": 5,
+}
+
+
+def test_json_errors_speak_one_vocabulary_with_the_exception_apart(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    ledger.claim("live", lease=timedelta(minutes=5))
+    where = (*opts(store_url, namespace), "-o", "json")
+    cases = [
+        (("jobs", "--limit", "0", *where), "usage", "BadParameter"),
+        (("status", "absent", *where), "not_found", None),
+        (("resolve", "live", "--redo", "--reason", "r", *where), "refused", "ResolutionRefused"),
+        (("jobs", "--store", "nowhere.db", "-n", namespace, "-o", "json"), "config", "ConfigError"),
+        (
+            ("jobs", "--store", "redis://127.0.0.1:1/0", "-n", namespace, "-o", "json"),
+            "store_unavailable",
+            "StoreUnavailable",
+        ),
+    ]
+    for args, kind, exception in cases:
+        done = run(*args)
+        error = _json_error(done)
+        assert (error["type"], error["exception"]) == (kind, exception), (args, error)
+        assert error["exit_code"] == done.returncode == ERROR_TYPES[kind], (args, error)
