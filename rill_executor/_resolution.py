@@ -24,20 +24,23 @@ import socket
 from dataclasses import replace
 from typing import Any
 
-from ._codec import encode_error, encode_result
+from ._codec import encode_result
 from ._errors import InvalidPayload, ResolutionRefused
 from ._notices import finish_notices
-from ._records import AttemptOutcome, JobRow, JobState
+from ._records import AttemptOutcome, ErrorInfo, JobRow, JobState
 from ._store import Resolution, StoreAnswer
 
 __all__ = [
     "NO_RESULT",
     "RESOLVED",
+    "RESOLVED_ERROR",
     "ResolveAction",
     "ResolveRefusal",
     "check_resolve",
     "default_actor",
     "refusal_of",
+    "is_resolution",
+    "resolution_error",
     "resolution_request",
     "resolution_event",
     "resolved_attempt",
@@ -45,6 +48,7 @@ __all__ = [
 ]
 
 RESOLVED = "resolved"  # the event kind
+RESOLVED_ERROR = "resolved:"  # the prefix of the error type a redo or terminate records
 
 
 class ResolveAction(enum.StrEnum):
@@ -163,6 +167,18 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def resolution_error(action: str, message: str) -> str:
+    """The error a redo or terminate records, JSON: its type ``resolved:redo`` or
+    ``resolved:terminate`` tells it from a handler's failure."""
+    info = ErrorInfo.of(message, retryable=action == ResolveAction.REDO)
+    return info.model_copy(update={"type": RESOLVED_ERROR + action}).model_dump_json()
+
+
+def is_resolution(error: ErrorInfo | None) -> bool:
+    """Whether ``error`` is an operator's redo or terminate, not a handler's failure."""
+    return error is not None and error.type.startswith(RESOLVED_ERROR)
+
+
 def _text(value: object, what: str, limit: int, example: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
         raise InvalidPayload(
@@ -193,8 +209,7 @@ def resolution_request(
     stored = None if result is NO_RESULT else encode_result(result, max_result_bytes)
     error = None
     if action != ResolveAction.REUSE:
-        kind = "Terminated" if action == ResolveAction.TERMINATE else "ResolvedForRedo"
-        error = encode_error(f"{kind}: {why} (by {who})", retryable=action == ResolveAction.REDO)
+        error = resolution_error(str(action), f"{why} (by {who})")
     return Resolution(
         action=str(action),
         reason=why,

@@ -4,6 +4,7 @@ trip on SQL) at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 import click
 
 from .._ledger import Ledger
+from .._listing import JobSummary
 from .._records import JobState, JobStatus
+from .._resolution import is_resolution
 from ._main import CliError, ExitCode
 from ._options import duration_option, job_options, open_ledger
 from ._output import (
@@ -140,6 +143,43 @@ def timeline(
     console().print(f"wrote {path}: {job.key} ({job.state.value}), {counts}", soft_wrap=True)
 
 
+def _states(
+    states: tuple[str, ...], failed: bool, resolved: bool, dangling: bool
+) -> tuple[str, ...]:
+    """The states every filter given allows: --failed and --resolved mean failed, --dangling
+    processing. Filters no job can meet together are refused (exit 2)."""
+    allowed = set(states) if states else {s.value for s in JobState}
+    implied = {
+        "--failed": (failed, "failed"),
+        "--resolved": (resolved, "failed"),
+        "--dangling": (dangling, "processing"),
+    }
+    given = [f"--state {s}" for s in states]
+    for flag, (on, state) in implied.items():
+        if on:
+            allowed &= {state}
+            given.append(flag)
+    if failed and resolved:
+        allowed = set()
+    if not allowed:
+        raise CliError(
+            f"no job can meet {' and '.join(given)} together: every filter given must hold;"
+            " drop one",
+            ExitCode.USAGE,
+        )
+    return () if len(allowed) == len(JobState) else tuple(sorted(allowed))
+
+
+def _kept(failed: bool, resolved: bool) -> Callable[[JobSummary], bool]:
+    """Which listed jobs to show: --failed only handlers' failures, --resolved only an
+    operator's redo or terminate."""
+    if failed:
+        return lambda job: not is_resolution(job.error)
+    if resolved:
+        return lambda job: is_resolution(job.error)
+    return lambda job: True
+
+
 @click.command()
 @click.option(
     "--state",
@@ -148,13 +188,24 @@ def timeline(
     type=click.Choice([s.value for s in JobState]),
     help="Only jobs in this state (repeat for several).",
 )
-@click.option("--failed", is_flag=True, help="Only failed jobs (as --state failed).")
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="Only jobs a handler failed (not those an operator redid or terminated).",
+)
+@click.option(
+    "--resolved",
+    is_flag=True,
+    help="Only jobs an operator redid (waiting for the next claim) or terminated.",
+)
 @click.option(
     "--dangling",
     is_flag=True,
     help="Only processing jobs whose lease has run out: the owner died or is stuck.",
 )
-@duration_option("--older-than", help="Only jobs not updated for this long, e.g. 1h.")
+@duration_option(
+    "--older-than", help="Only jobs not updated for this long, e.g. 1h (0s: any job)."
+)
 @click.option("--result-version", metavar="VERSION", help="Only jobs of this result version.")
 @click.option(
     "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Jobs a page."
@@ -165,6 +216,7 @@ def timeline(
 def jobs(
     states: tuple[str, ...],
     failed: bool,
+    resolved: bool,
     dangling: bool,
     older_than: timedelta | None,
     result_version: str | None,
@@ -175,22 +227,23 @@ def jobs(
     namespace: str,
     output: str,
 ) -> None:
-    """The namespace's jobs, a page at a time, with filters: by state, dangling, older
-    than, result version. Every filter given must hold."""
-    wanted = tuple(dict.fromkeys((*states, *(["failed"] if failed else []))))
+    """The namespace's jobs, a page at a time, with filters: by state, failed, resolved,
+    dangling, older than, result version. Every filter given must hold."""
     filters: dict[str, Any] = {
-        "state": wanted or None,
+        "state": _states(states, failed, resolved, dangling) or None,
         "dangling": dangling,
         "older_than": older_than,
         "result_version": result_version,
         "limit": limit,
     }
+    kept, thinned = _kept(failed, resolved), failed or resolved
     with open_ledger(store, namespace) as ledger:
         page = ledger.jobs(after=cursor, **filters)
-        found = list(page.jobs)
-        while every and page.cursor is not None:
+        found = [job for job in page.jobs if kept(job)]
+        # a page that --failed or --resolved thinned goes on until it is full again
+        while page.cursor is not None and (every or (thinned and len(found) < limit)):
             page = ledger.jobs(after=page.cursor, **filters)
-            found += page.jobs
+            found += [job for job in page.jobs if kept(job)]
         if not found and cursor is None and not ledger.jobs(limit=1).jobs:
             raise CliError(
                 f"namespace {namespace!r} has no jobs in this store (check --namespace and"

@@ -94,3 +94,25 @@ def test_json_errors_speak_one_vocabulary_with_the_exception_apart(
         error = _json_error(done)
         assert (error["type"], error["exception"]) == (kind, exception), (args, error)
         assert error["exit_code"] == done.returncode == ERROR_TYPES[kind], (args, error)
+
+
+def _keys(done: object) -> set[str]:
+    assert done.returncode == 0, done.stderr  # type: ignore[attr-defined]
+    return {job["key"] for job in json.loads(done.stdout)["jobs"]}  # type: ignore[attr-defined]
+
+
+def test_resolutions_are_recorded_as_such_and_told_apart_from_failures(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    _dangling(ledger, "redone", "ended")
+    ledger.claim("broken").fail(RuntimeError("codec missing"), retryable=False)
+    where = (*opts(store_url, namespace), "-o", "json")
+    for key, action in (("redone", "--redo"), ("ended", "--terminate")):
+        done = run("resolve", key, action, "--reason", "host lost", "--actor", "bob", *where)
+        assert done.returncode == 0, done.stderr
+    for key, kind in (("redone", "resolved:redo"), ("ended", "resolved:terminate")):
+        error = json.loads(run("status", key, *where).stdout)["error"]
+        assert (error["type"], error["message"]) == (kind, "host lost (by bob)")
+    assert _keys(run("jobs", "--failed", *where)) == {"broken"}
+    assert _keys(run("jobs", "--resolved", *where)) == {"redone", "ended"}
+    assert _keys(run("jobs", "--state", "failed", *where)) == {"broken", "redone", "ended"}
