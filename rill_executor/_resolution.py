@@ -4,7 +4,11 @@ Every action bumps the job's fence and clears its owner, so an attempt still run
 zombie on a paused host) can never write again, and ends that attempt in the history:
 ``fenced`` if its lease was live (only with ``force``), ``abandoned`` if it had run out.
 The decision goes to the job's event log with who, why, when and the state before, in the
-same atomic write. The actions:
+same atomic write.
+
+A resolved record is kept for the job's own retention (the one its finish recorded), so an
+operator's command never changes a namespace's policy; a job that never finished keeps the
+resolving ledger's. The actions:
 
 - ``reuse``: the job is SUCCEEDED with its committed result, or with the result given;
 - ``redo``: the record stops binding (its retention ends now), so the next claim runs the
@@ -40,6 +44,7 @@ __all__ = [
     "default_actor",
     "refusal_of",
     "is_resolution",
+    "recorded_retention",
     "resolution_error",
     "resolution_request",
     "resolution_event",
@@ -77,6 +82,17 @@ def check_resolve(job: JobRow | None, resolution: Resolution, now: int) -> Resol
     if resolution.action == ResolveAction.REUSE and resolution.result is None and not committed:
         return ResolveRefusal.NO_RESULT
     return None
+
+
+def recorded_retention(job: JobRow) -> int | None:
+    """The retention the job's finish gave it, ``retain_until - finished_at`` (µs): what a
+    resolution keeps, whoever resolves it. None for a job that never finished, and for one a
+    redo released (it binds nothing: ``retain_until = finished_at``); a resolution of those
+    keeps the resolving ledger's retention."""
+    if job.state is JobState.PROCESSING or job.retain_until is None or job.finished_at is None:
+        return None
+    kept = job.retain_until - job.finished_at
+    return kept if kept > 0 else None
 
 
 def resolved_attempt(job: JobRow, now: int) -> AttemptOutcome | None:
@@ -125,7 +141,7 @@ def resolved_row(job: JobRow, resolution: Resolution, now: int) -> JobRow:
         result=result,
         error=error,
         retryable=retryable,
-        retain_until=now + resolution.retention_us,
+        retain_until=now + (recorded_retention(job) or resolution.retention_us),
         watchers="{}",
         notices=notices,
     )

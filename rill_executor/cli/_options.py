@@ -111,8 +111,12 @@ def refuse_missing_file(url: str) -> None:
 
 
 @contextmanager
-def open_ledger(store: str, namespace: str) -> Iterator[Ledger]:
-    """A ledger on ``store`` for reading and delivering; closed on exit."""
+def open_ledger(
+    store: str, namespace: str, retention: timedelta | None = None
+) -> Iterator[Ledger]:
+    """A ledger on ``store`` for reading and delivering (with ``retention``, for what it
+    writes); closed on exit."""
     refuse_missing_file(store)
-    with Ledger(store, namespace=namespace) as ledger:
+    kept = {} if retention is None else {"retention": retention}
+    with Ledger(store, namespace=namespace, **kept) as ledger:
         yield ledger

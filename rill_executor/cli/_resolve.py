@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import click
 
 from .._errors import ResolutionRefused
+from .._ledger import Ledger
+from .._records import JobState, JobStatus
 from .._resolution import NO_RESULT, default_actor
 from ._jobs import found_job, handler_option
 from ._main import CliError, ExitCode
 from ._options import job_options, open_ledger
 from ._output import console, echo_json, events_table, job_table
+from ._retention import recorded_retentions
 
 __all__ = ["resolve"]
 
@@ -25,6 +29,22 @@ def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     except json.JSONDecodeError as exc:
         example = '\'{"uri": "s3://…"}\''
         raise click.BadParameter(f"not JSON ({exc}); quote it, e.g. {example}") from None
+
+
+def _recorded(job: JobStatus) -> bool:
+    """Whether the job's finish recorded its retention, which the resolution keeps."""
+    ended, until = job.finished_at, job.retain_until
+    if job.state is JobState.PROCESSING or ended is None or until is None:
+        return False
+    return until > ended
+
+
+def _namespace_retention(ledger: Ledger) -> timedelta | None:
+    """For a job that recorded no retention (never finished, or released by a redo): the
+    longest one the namespace's finished jobs recorded, so that the resolution keeps the
+    namespace's policy, not this command's default; None if none recorded one."""
+    spans = recorded_retentions(ledger)
+    return max(spans) if spans else None
 
 
 def _action(**flags: bool) -> str:
@@ -87,8 +107,10 @@ def resolve(
     A job whose lease is live is refused (exit 5) unless --force.
     """
     action = _action(reuse=reuse, redo=redo, terminate=terminate)
-    with open_ledger(store, namespace) as ledger:
-        before = found_job(ledger, key, handler)
+    with open_ledger(store, namespace) as reader:
+        before = found_job(reader, key, handler)
+        retention = None if _recorded(before) else _namespace_retention(reader)
+    with open_ledger(store, namespace, retention) as ledger:
         try:
             after = ledger.resolve(
                 key,

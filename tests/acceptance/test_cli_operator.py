@@ -116,3 +116,37 @@ def test_resolutions_are_recorded_as_such_and_told_apart_from_failures(
     assert _keys(run("jobs", "--failed", *where)) == {"broken"}
     assert _keys(run("jobs", "--resolved", *where)) == {"redone", "ended"}
     assert _keys(run("jobs", "--state", "failed", *where)) == {"broken", "redone", "ended"}
+
+
+def _kept_for(ledger: Ledger, key: str) -> timedelta:
+    status = ledger.status(key)
+    assert status is not None and status.retain_until and status.finished_at
+    return status.retain_until - status.finished_at
+
+
+def test_a_resolution_from_the_command_line_keeps_the_jobs_own_retention(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    ledger.claim("done").commit({"uri": "s3://a"})
+    ledger.claim("failed").fail(RuntimeError("codec missing"), retryable=False)
+    _dangling(ledger, "stuck")
+    where = opts(store_url, namespace)
+    for key, action in (("done", "--reuse"), ("failed", "--terminate"), ("stuck", "--terminate")):
+        done = run("resolve", key, action, "--reason", "checked by hand", *where)
+        assert done.returncode == 0, done.stderr
+        assert _kept_for(ledger, key) == timedelta(days=30), key
+    python = ledger.resolve("done", "terminate", reason="by the application")
+    assert python.retain_until and python.finished_at
+    assert python.retain_until - python.finished_at == timedelta(days=30)
+
+
+def test_check_retention_reads_past_a_redo_record(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    ledger.claim("done").commit({"uri": "s3://a"})
+    _dangling(ledger, "redone")
+    where = opts(store_url, namespace)
+    assert run("resolve", "redone", "--redo", "--reason", "retry", *where).returncode == 0
+    done = run("check-retention", "--task-timeout", "10m", *where, "-o", "json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(done.stdout)["retention_seconds"] == 30 * 86400
