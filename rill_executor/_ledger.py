@@ -188,7 +188,7 @@ class _LedgerBase(Generic[S]):
                 namespace=self.namespace,
                 states=states,
                 dangling=dangling,
-                idle_us=None if older_than is None else to_us(older_than, "older_than"),
+                idle_us=None if older_than is None else to_us(older_than, "older_than", zero=True),
                 result_version=None
                 if result_version is None
                 else validate_result_version(result_version),

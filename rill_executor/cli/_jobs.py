@@ -203,9 +203,7 @@ def _kept(failed: bool, resolved: bool) -> Callable[[JobSummary], bool]:
     is_flag=True,
     help="Only processing jobs whose lease has run out: the owner died or is stuck.",
 )
-@duration_option(
-    "--older-than", help="Only jobs not updated for this long, e.g. 1h (0s: any job)."
-)
+@duration_option("--older-than", help="Only jobs not updated for this long, e.g. 1h (0s: any job).")
 @click.option("--result-version", metavar="VERSION", help="Only jobs of this result version.")
 @click.option(
     "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Jobs a page."

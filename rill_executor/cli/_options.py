@@ -111,9 +111,7 @@ def refuse_missing_file(url: str) -> None:
 
 
 @contextmanager
-def open_ledger(
-    store: str, namespace: str, retention: timedelta | None = None
-) -> Iterator[Ledger]:
+def open_ledger(store: str, namespace: str, retention: timedelta | None = None) -> Iterator[Ledger]:
     """A ledger on ``store`` for reading and delivering (with ``retention``, for what it
     writes); closed on exit."""
     refuse_missing_file(store)

@@ -150,3 +150,20 @@ def test_check_retention_reads_past_a_redo_record(
     done = run("check-retention", "--task-timeout", "10m", *where, "-o", "json")
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(done.stdout)["retention_seconds"] == 30 * 86400
+
+
+def test_jobs_input_is_strict_and_every_filter_holds(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    ledger.claim("done").commit({"uri": "s3://a"})
+    ledger.claim("broken").fail(RuntimeError("codec missing"), retryable=False)
+    where = (*opts(store_url, namespace), "-o", "json")
+    bad = run("jobs", "--cursor", "not-a-cursor", *where)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "cursor" in _json_error(bad)["message"]
+    both = run("jobs", "--failed", "--state", "succeeded", *where)
+    assert both.returncode == 2 and "every filter given must hold" in both.stderr, both.stderr
+    assert _keys(run("jobs", "--state", "succeeded", "--state", "failed", "--failed", *where)) == {
+        "broken"
+    }
+    assert _keys(run("jobs", "--older-than", "0s", *where)) == {"done", "broken"}
