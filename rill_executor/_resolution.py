@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import enum
 import getpass
+import inspect
 import json
 import socket
+import typing
 from dataclasses import replace
 from typing import Any
 
-from ._codec import encode_result
+from pydantic import TypeAdapter
+
+from ._codec import adapter_for, encode_result, type_name
 from ._errors import InvalidPayload, ResolutionRefused
+from ._idempotent import HANDLER_NAME
 from ._notices import finish_notices
 from ._records import AttemptOutcome, ErrorInfo, JobRow, JobState
 from ._store import Resolution, StoreAnswer
@@ -47,6 +52,7 @@ __all__ = [
     "recorded_retention",
     "resolution_error",
     "resolution_request",
+    "result_type",
     "resolution_event",
     "resolved_attempt",
     "resolved_row",
@@ -204,6 +210,15 @@ def _text(value: object, what: str, limit: int, example: str) -> str:
     return value.strip()
 
 
+def result_type(handler: object) -> tuple[TypeAdapter[Any], str] | None:
+    """A decorated handler's return type (its adapter and name), which a reuse's result
+    must replay as; None when the handler is not known here (given by name, or none)."""
+    if not callable(handler) or getattr(handler, HANDLER_NAME, None) is None:
+        return None
+    hint = typing.get_type_hints(inspect.unwrap(handler)).get("return", Any)
+    return adapter_for(hint), type_name(hint)
+
+
 def resolution_request(
     action: object,
     *,
@@ -213,8 +228,11 @@ def resolution_request(
     result: Any,
     retention_us: int,
     max_result_bytes: int,
+    returns: tuple[TypeAdapter[Any], str] | None = None,
 ) -> Resolution:
-    """A validated ``Resolution``; ``InvalidPayload`` (nothing sent) for bad input."""
+    """A validated ``Resolution``; ``InvalidPayload`` (nothing sent) for bad input, and
+    ``InvalidResult`` for a result that would not replay as ``returns``, the handler's
+    return type (see ``result_type``)."""
     if action not in tuple(ResolveAction):
         choices = ", ".join(a.value for a in ResolveAction)
         raise InvalidPayload(f"resolution action must be one of {choices}, not {action!r}")
@@ -222,7 +240,16 @@ def resolution_request(
     who = _text(default_actor() if actor is None else actor, "actor", MAX_ACTOR_CHARS, "alice")
     if result is not NO_RESULT and action != ResolveAction.REUSE:
         raise InvalidPayload(f"a result is given only with reuse, not with {action}")
-    stored = None if result is NO_RESULT else encode_result(result, max_result_bytes)
+    stored = None
+    if result is not NO_RESULT:
+        adapter, expected = returns or (None, "")
+        stored = encode_result(
+            result,
+            max_result_bytes,
+            adapter,
+            source="the resolution",
+            expected=f"the handler's return type {expected}",
+        )
     error = None
     if action != ResolveAction.REUSE:
         error = resolution_error(str(action), f"{why} (by {who})")

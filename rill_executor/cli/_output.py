@@ -29,6 +29,7 @@ __all__ = [
     "jobs_table",
     "notices_table",
     "table",
+    "warn",
     "when",
 ]
 
@@ -54,6 +55,11 @@ def console() -> Console:
     # Not a terminal (a pipe, a file): wide enough that a table rarely folds.
     found = Console(highlight=False)
     return found if found.is_terminal else Console(highlight=False, width=160)
+
+
+def warn(message: str) -> None:
+    """One line on stderr, whatever the output format: never inside ``-o json``."""
+    click.echo(f"warning: {' '.join(message.split())}", err=True)
 
 
 def echo_json(data: Any) -> None:

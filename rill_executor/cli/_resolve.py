@@ -15,7 +15,7 @@ from .._resolution import NO_RESULT, default_actor
 from ._jobs import found_job, handler_option
 from ._main import CliError, ExitCode
 from ._options import job_options, open_ledger
-from ._output import console, echo_json, events_table, job_table
+from ._output import console, echo_json, events_table, job_table, warn
 from ._retention import recorded_retentions
 
 __all__ = ["resolve"]
@@ -107,6 +107,12 @@ def resolve(
     A job whose lease is live is refused (exit 5) unless --force.
     """
     action = _action(reuse=reuse, redo=redo, terminate=terminate)
+    if result is not NO_RESULT:
+        warn(
+            "--result is not checked against the handler's return type, which this command"
+            " does not know: give what the handler returns, or its replay raises"
+            " UndecodableResult (from Python, ledger.resolve(..., handler=fn) checks it)"
+        )
     with open_ledger(store, namespace) as reader:
         before = found_job(reader, key, handler)
         retention = None if _recorded(before) else _namespace_retention(reader)

@@ -12,7 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from rill_executor import Ledger
+from pydantic import BaseModel
+
+from rill_executor import InvalidResult, Ledger
 
 from .cli import opts, run
 
@@ -167,3 +169,37 @@ def test_jobs_input_is_strict_and_every_filter_holds(
         "broken"
     }
     assert _keys(run("jobs", "--older-than", "0s", *where)) == {"done", "broken"}
+
+
+class Rendered(BaseModel):
+    uri: str
+    frames: int
+
+
+def test_a_reused_result_is_checked_against_the_handlers_return_type(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    runs: list[str] = []
+
+    @ledger.idempotent(key=lambda shot: shot, name="render")
+    def render(shot: str) -> Rendered:
+        runs.append(shot)
+        raise RuntimeError("render farm lost")
+
+    with pytest.raises(RuntimeError):
+        render("s1")
+    before = ledger.status("s1", handler=render)
+    for wrong in (None, {"uri": "s3://x"}, {"path": "s3://x", "frames": "many"}):
+        with pytest.raises(InvalidResult):
+            ledger.resolve("s1", "reuse", reason="by hand", result=wrong, handler=render)
+    after = ledger.status("s1", handler=render)
+    assert before is not None and after is not None and after.fence == before.fence
+    good = {"uri": "s3://x", "frames": 24}
+    ledger.resolve("s1", "reuse", reason="by hand", result=good, handler=render)
+    assert render("s1") == Rendered(uri="s3://x", frames=24) and runs == ["s1"]
+    where = (*opts(store_url, namespace), "--handler", "render", "-o", "json")
+    done = run("resolve", "s1", "--reuse", "--result", "null", "--reason", "r", *where)
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("warning: ") and "not checked" in line
