@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-
 from pydantic import BaseModel
 
 from rill_executor import InvalidResult, Ledger
