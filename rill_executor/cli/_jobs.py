@@ -87,7 +87,7 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
         dumped = job.model_dump(mode="json")
         echo_json(
             {name: dumped[name] for name in ("namespace", "key", "state", "fence")}
-            | {"attempts": dumped["attempts"]}
+            | {"attempts": dumped["attempts"], "events": dumped["events"]}
         )
         return
     out = console()

@@ -115,6 +115,10 @@ def open_ledger(store: str, namespace: str, retention: timedelta | None = None) 
     """A ledger on ``store`` for reading and delivering (with ``retention``, for what it
     writes); closed on exit."""
     refuse_missing_file(store)
-    kept = {} if retention is None else {"retention": retention}
-    with Ledger(store, namespace=namespace, **kept) as ledger:
+    found = (
+        Ledger(store, namespace=namespace)
+        if retention is None
+        else Ledger(store, namespace=namespace, retention=retention)
+    )
+    with found as ledger:
         yield ledger

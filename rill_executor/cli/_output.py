@@ -174,6 +174,9 @@ def attempt_details(attempt: AttemptInfo) -> list[Text]:
         error = attempt.error
         kind = "retryable" if error.retryable else "terminal"
         lines.append(Text(f"  error   {error.type}: {error.message} ({kind})", style="red"))
+    for e in attempt.events:
+        by = f" by {e.actor}" if e.actor else ""
+        lines.append(Text(f"  event   {e.kind} {e.detail or ''}{by}: {e.reason or '-'}"))
     for o in attempt.outputs:
         state = "committed" if o.committed else "uncommitted"
         size = "not written" if o.size is None else f"{o.size} bytes, sha256 {o.sha256}"

@@ -5,15 +5,17 @@ one error vocabulary, resolutions told apart from failures, a terminal that read
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from rill_executor import InvalidResult, Ledger
+from rill_executor import Claim, InvalidResult, Ledger
 
 from .cli import opts, run
 
@@ -40,8 +42,14 @@ def _dangling(ledger: Ledger, *keys: str) -> None:
     time.sleep(0.2)  # the leases run out
 
 
-def _json_error(done: object) -> dict[str, object]:
-    error = json.loads(done.stderr)["error"]  # type: ignore[attr-defined]
+def _claim(ledger: Ledger, key: str) -> Claim:
+    claim = ledger.claim(key)
+    assert isinstance(claim, Claim), claim
+    return claim
+
+
+def _json_error(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    error = json.loads(done.stderr)["error"]
     assert isinstance(error, dict)
     return error
 
@@ -97,16 +105,16 @@ def test_json_errors_speak_one_vocabulary_with_the_exception_apart(
         assert error["exit_code"] == done.returncode == ERROR_TYPES[kind], (args, error)
 
 
-def _keys(done: object) -> set[str]:
-    assert done.returncode == 0, done.stderr  # type: ignore[attr-defined]
-    return {job["key"] for job in json.loads(done.stdout)["jobs"]}  # type: ignore[attr-defined]
+def _keys(done: subprocess.CompletedProcess[str]) -> set[str]:
+    assert done.returncode == 0, done.stderr
+    return {job["key"] for job in json.loads(done.stdout)["jobs"]}
 
 
 def test_resolutions_are_recorded_as_such_and_told_apart_from_failures(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
     _dangling(ledger, "redone", "ended")
-    ledger.claim("broken").fail(RuntimeError("codec missing"), retryable=False)
+    _claim(ledger, "broken").fail(RuntimeError("codec missing"), retryable=False)
     where = (*opts(store_url, namespace), "-o", "json")
     for key, action in (("redone", "--redo"), ("ended", "--terminate")):
         done = run("resolve", key, action, "--reason", "host lost", "--actor", "bob", *where)
@@ -128,8 +136,8 @@ def _kept_for(ledger: Ledger, key: str) -> timedelta:
 def test_a_resolution_from_the_command_line_keeps_the_jobs_own_retention(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
-    ledger.claim("done").commit({"uri": "s3://a"})
-    ledger.claim("failed").fail(RuntimeError("codec missing"), retryable=False)
+    _claim(ledger, "done").commit({"uri": "s3://a"})
+    _claim(ledger, "failed").fail(RuntimeError("codec missing"), retryable=False)
     _dangling(ledger, "stuck")
     where = opts(store_url, namespace)
     for key, action in (("done", "--reuse"), ("failed", "--terminate"), ("stuck", "--terminate")):
@@ -144,7 +152,7 @@ def test_a_resolution_from_the_command_line_keeps_the_jobs_own_retention(
 def test_check_retention_reads_past_a_redo_record(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
-    ledger.claim("done").commit({"uri": "s3://a"})
+    _claim(ledger, "done").commit({"uri": "s3://a"})
     _dangling(ledger, "redone")
     where = opts(store_url, namespace)
     assert run("resolve", "redone", "--redo", "--reason", "retry", *where).returncode == 0
@@ -156,8 +164,8 @@ def test_check_retention_reads_past_a_redo_record(
 def test_jobs_input_is_strict_and_every_filter_holds(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
-    ledger.claim("done").commit({"uri": "s3://a"})
-    ledger.claim("broken").fail(RuntimeError("codec missing"), retryable=False)
+    _claim(ledger, "done").commit({"uri": "s3://a"})
+    _claim(ledger, "broken").fail(RuntimeError("codec missing"), retryable=False)
     where = (*opts(store_url, namespace), "-o", "json")
     bad = run("jobs", "--cursor", "not-a-cursor", *where)
     assert bad.returncode == 2, bad.stdout + bad.stderr
@@ -202,3 +210,27 @@ def test_a_reused_result_is_checked_against_the_handlers_return_type(
     json.loads(done.stdout)
     (line,) = done.stderr.splitlines()
     assert line.startswith("warning: ") and "not checked" in line
+
+
+def test_a_redo_stays_on_record_until_the_next_claim_and_gc_keeps_it(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    _dangling(ledger, "k")
+    where = opts(store_url, namespace)
+    done = run("resolve", "k", "--redo", "--reason", "host lost", "--actor", "alice", *where)
+    assert done.returncode == 0, done.stderr
+    swept = run("gc", *where)
+    assert swept.returncode == 0, swept.stderr
+    shown = run("attempts", "k", *where, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    found = json.loads(shown.stdout)
+    (event,) = found["events"]
+    assert (event["kind"], event["actor"], event["reason"], event["detail"]) == (
+        "resolved",
+        "alice",
+        "host lost",
+        "redo",
+    )
+    assert event["data"]["before"]["state"] == "processing"
+    (attempt,) = found["attempts"]
+    assert attempt["outcome"] == "abandoned" and attempt["events"] == [event]

@@ -654,7 +654,14 @@ def _purge_pick(dialect: SqlDialect, after: bool, lock: bool) -> Executable:
     where = [
         jobs.c.namespace == bindparam("namespace"),
         or_(
-            and_(jobs.c.state != _PROCESSING, func.coalesce(jobs.c.retain_until, 0) <= now),
+            and_(
+                jobs.c.state != _PROCESSING,
+                func.coalesce(jobs.c.retain_until, 0) <= now,
+                or_(  # a record a redo released is kept as a dangling one (``released``)
+                    func.coalesce(jobs.c.retain_until, 0) != func.coalesce(jobs.c.finished_at, 0),
+                    func.coalesce(jobs.c.finished_at, 0) + dangling_us <= now,
+                ),
+            ),
             and_(
                 jobs.c.state == _PROCESSING,
                 func.coalesce(jobs.c.lease_until, 0) + dangling_us <= now,
