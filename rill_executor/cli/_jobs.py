@@ -16,7 +16,7 @@ from .._listing import JobSummary
 from .._records import JobState, JobStatus
 from .._resolution import is_resolution
 from ._main import CliError, ExitCode
-from ._options import duration_option, job_options, open_ledger
+from ._options import duration_option, job_options, nothing_found, open_ledger
 from ._output import (
     attempt_details,
     attempts_table,
@@ -243,11 +243,7 @@ def jobs(
             page = ledger.jobs(after=page.cursor, **filters)
             found += [job for job in page.jobs if kept(job)]
         if not found and cursor is None and not ledger.jobs(limit=1).jobs:
-            raise CliError(
-                f"namespace {namespace!r} has no jobs in this store (check --namespace and"
-                " --store)",
-                ExitCode.NOT_FOUND,
-            )
+            raise nothing_found(namespace, "nothing to list")
     if output == "json":
         echo_json(
             {

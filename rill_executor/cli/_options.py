@@ -18,6 +18,7 @@ __all__ = [
     "OUTPUT_KEY",
     "duration_option",
     "job_options",
+    "nothing_found",
     "open_ledger",
     "output_option",
     "refuse_missing_file",
@@ -92,6 +93,18 @@ def store_option(fn: F) -> F:
         metavar="URL",
         help="Store URL, e.g. sqlite:///jobs.db, postgresql+psycopg://…, redis://…",
     )(fn)
+
+
+def nothing_found(namespace: str, what: str) -> Exception:
+    """The error (exit 3) of a command that found no job in ``namespace``: a typo'd
+    namespace must not look like a healthy one."""
+    from ._main import CliError, ExitCode
+
+    return CliError(
+        f"namespace {namespace!r} has no jobs in this store: {what} (check --namespace and"
+        " --store)",
+        ExitCode.NOT_FOUND,
+    )
 
 
 def refuse_missing_file(url: str) -> None:

@@ -234,3 +234,16 @@ def test_a_redo_stays_on_record_until_the_next_claim_and_gc_keeps_it(
     assert event["data"]["before"]["state"] == "processing"
     (attempt,) = found["attempts"]
     assert attempt["outcome"] == "abandoned" and attempt["events"] == [event]
+
+
+def test_a_namespace_with_no_jobs_is_reported_not_found(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    _claim(ledger, "k").commit({"uri": "s3://a"})
+    typo = opts(store_url, namespace + "-typo")
+    for command in ("audit", "gc", "deliver", "jobs"):
+        done = run(command, *typo, "-o", "json")
+        assert done.returncode == 3, (command, done.stdout, done.stderr)
+        error = _json_error(done)
+        assert error["type"] == "not_found" and "has no jobs" in error["message"], error
+    assert run("audit", *opts(store_url, namespace)).returncode == 0
