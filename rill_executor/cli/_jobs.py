@@ -23,6 +23,7 @@ from ._output import (
     console,
     echo_json,
     events_table,
+    is_dangling,
     job_table,
     jobs_table,
     notices_table,
@@ -63,7 +64,7 @@ def status(key: str, handler: str | None, store: str, namespace: str, output: st
     with open_ledger(store, namespace) as ledger:
         job = found_job(ledger, key, handler)
     if output == "json":
-        echo_json(job.model_dump(mode="json"))
+        echo_json(job.model_dump(mode="json") | {"dangling": is_dangling(job)})
         return
     out = console()
     out.print(job_table(job))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, NoReturn
+import warnings
+from typing import Any, NoReturn, TextIO
 
 import click
 
@@ -127,6 +128,20 @@ class _Errors(click.Group):
             fail(ctx, str(exc), _type_of(exc), exc)
 
 
+def _one_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning (e.g. Redis's DurabilityWarning) as one line on stderr: no source line,
+    and never in stdout, where -o json writes."""
+    text = " ".join(str(message).split())
+    click.echo(f"warning: {category.__name__}: {text}", err=True)
+
+
 @click.group(cls=_Errors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rill-executor")
 def main() -> None:
@@ -137,6 +152,7 @@ def main() -> None:
     0 ok, 1 check failed, 2 bad usage, 3 not found, 4 store unavailable or failing,
     5 refused by the job's state (resolve on a live lease without --force).
     """
+    warnings.showwarning = _one_line
 
 
 @main.command()

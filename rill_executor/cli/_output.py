@@ -25,6 +25,8 @@ __all__ = [
     "console",
     "echo_json",
     "events_table",
+    "is_dangling",
+    "job_state",
     "job_table",
     "jobs_table",
     "notices_table",
@@ -101,6 +103,18 @@ def owner_line(status: JobStatus) -> Text:
     )
 
 
+def is_dangling(status: JobStatus) -> bool:
+    """Processing, its owner's lease run out: ``jobs`` and ``status`` say "dangling"."""
+    owner = status.owner
+    return owner is not None and owner.lease_left.total_seconds() <= 0
+
+
+def job_state(status: JobStatus) -> Text:
+    if is_dangling(status):
+        return styled("dangling", "bold red")
+    return styled(status.state.value, STATE_STYLE[status.state])
+
+
 def job_table(status: JobStatus) -> Table:
     found = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
     found.add_column(style="bold")
@@ -109,7 +123,7 @@ def job_table(status: JobStatus) -> Table:
     rows: list[tuple[str, str | Text]] = [
         ("namespace", status.namespace),
         ("key", status.key),
-        ("state", styled(status.state.value, STATE_STYLE[status.state])),
+        ("state", job_state(status)),
         ("fence", str(status.fence)),
         ("result version", status.result_version or "-"),
         ("fingerprint", status.fingerprint),

@@ -247,3 +247,20 @@ def test_a_namespace_with_no_jobs_is_reported_not_found(
         error = _json_error(done)
         assert error["type"] == "not_found" and "has no jobs" in error["message"], error
     assert run("audit", *opts(store_url, namespace)).returncode == 0
+
+
+def test_status_says_dangling_as_jobs_does_and_warnings_stay_one_line_on_stderr(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    _dangling(ledger, "k")
+    url = store_url.replace("durability=ignore", "durability=warn")
+    where = opts(url, namespace)
+    shown = run("status", "k", *where)
+    assert shown.returncode == 0, shown.stderr
+    (state,) = [line for line in shown.stdout.splitlines() if line.startswith("state")]
+    assert state.split() == ["state", "dangling"]
+    as_json = run("status", "k", *where, "-o", "json")
+    assert json.loads(as_json.stdout)["dangling"] is True
+    for line in as_json.stderr.splitlines():  # Redis here keeps nothing on disk: it warns
+        assert line.startswith("warning: DurabilityWarning: "), as_json.stderr
+    assert ("redis" in url) == bool(as_json.stderr)
