@@ -246,6 +246,7 @@ def jobs(
         if not found and cursor is None and not ledger.jobs(limit=1).jobs:
             raise nothing_found(namespace, "nothing to list")
     if output == "json":
+        found.sort(key=lambda job: (job.updated_at, job.key))
         echo_json(
             {
                 "jobs": [job.model_dump(mode="json") for job in found],
@@ -255,6 +256,6 @@ def jobs(
         )
         return
     out = console()
-    out.print(jobs_table(found))
+    out.print(jobs_table(found, out.width if out.is_terminal else None))
     more = f"; next page: --cursor {page.cursor}" if page.cursor else ""
     out.print(f"{len(found)} job{'s' if len(found) != 1 else ''}{more}", soft_wrap=True)

@@ -5,6 +5,7 @@ one error vocabulary, resolutions told apart from failures, a terminal that read
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -264,3 +265,25 @@ def test_status_says_dangling_as_jobs_does_and_warnings_stay_one_line_on_stderr(
     for line in as_json.stderr.splitlines():  # Redis here keeps nothing on disk: it warns
         assert line.startswith("warning: DurabilityWarning: "), as_json.stderr
     assert ("redis" in url) == bool(as_json.stderr)
+
+
+def test_the_jobs_table_fits_80_columns_in_time_order_and_json_stays_whole(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    keys = [f"video-{n}:segment-000{n}:h264-v2-with-a-long-profile-name" for n in (3, 1, 2)]
+    for key in keys:
+        _claim(ledger, key).commit({"uri": "s3://a"})
+        time.sleep(0.01)
+    _dangling(ledger, "video-9:segment-0009:h264-v2-with-a-long-profile-name")
+    terminal = {"FORCE_COLOR": "1", "NO_COLOR": "1", "COLUMNS": "80"}
+    shown = run("jobs", *opts(store_url, namespace), env=terminal)
+    assert shown.returncode == 0, shown.stderr
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", shown.stdout).splitlines()  # bold, on a terminal
+    assert all(len(line) <= 80 for line in lines), shown.stdout
+    rows = [line.split() for line in lines if line.strip().startswith("video-")]
+    assert [row[1] for row in rows] == ["succeeded"] * 3 + ["dangling"], shown.stdout
+    assert [row[0][:7] for row in rows] == ["video-3", "video-1", "video-2", "video-9"]
+    assert all("…" in row[0] for row in rows)
+    whole = run("jobs", *opts(store_url, namespace), "-o", "json", env=terminal)
+    found = [job["key"] for job in json.loads(whole.stdout)["jobs"]]
+    assert found == [*keys, "video-9:segment-0009:h264-v2-with-a-long-profile-name"]
