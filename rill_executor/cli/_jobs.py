@@ -92,7 +92,8 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
         )
         return
     out = console()
-    out.print(f"{job.key} ({job.namespace}): {job.state.value}, fence {job.fence}", soft_wrap=True)
+    state = "dangling" if is_dangling(job) else job.state.value
+    out.print(f"{job.key} ({job.namespace}): {state}, fence {job.fence}", soft_wrap=True)
     for attempt in job.attempts:
         for line in attempt_details(attempt):
             out.print(line, soft_wrap=True)
