@@ -197,6 +197,11 @@ class MemoryStore:
             self._jobs[job_id] = replace(job, notices=settled)
             return True
 
+    def namespaces(self, limit: int = 20) -> list[str]:
+        """Up to ``limit`` namespaces that have jobs, in order."""
+        with self._lock:
+            return sorted({job.namespace for job in self._jobs.values()})[:limit]
+
     def list_jobs(self, query: JobQuery) -> JobPage:
         _cursor(query.after)
         with self._lock:

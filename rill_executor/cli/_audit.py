@@ -76,8 +76,8 @@ def audit(outputs_url: str | None, page: int, store: str, namespace: str, output
     refuse_missing_file(store)
     with Ledger(store, namespace=namespace, outputs=outputs_url) as ledger:
         report = ledger.drill(page=page)
-    if report.jobs == 0:
-        raise nothing_found(namespace, "nothing to audit")
+        if report.jobs == 0:
+            raise nothing_found(namespace, "nothing to audit", ledger.store)
     if output == "json":
         echo_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:

@@ -119,7 +119,7 @@ def gc(
                 purged, kept, batches = purged + last.purged, kept + last.kept_notices, batches + 1
                 advance(last.purged)
         if purged == kept == 0 and not collected and not ledger.jobs(limit=1).jobs:
-            raise nothing_found(namespace, "nothing to collect")
+            raise nothing_found(namespace, "nothing to collect", ledger.store)
     assert last is not None
     summary: dict[str, Any] = {
         "namespace": namespace,

@@ -245,7 +245,7 @@ def jobs(
             page = ledger.jobs(after=page.cursor, **filters)
             found += [job for job in page.jobs if kept(job)]
         if not found and cursor is None and not ledger.jobs(limit=1).jobs:
-            raise nothing_found(namespace, "nothing to list")
+            raise nothing_found(namespace, "nothing to list", ledger.store)
     if output == "json":
         found.sort(key=lambda job: (job.updated_at, job.key))
         echo_json(

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .._ledger import AsyncLedger
+from .._ledger import AsyncLedger, Ledger
 from ._main import CliError, ExitCode
 from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table
@@ -45,7 +45,8 @@ async def _deliver(
         finally:
             await deliverer.stop()
         if not done and not (await ledger.jobs(limit=1)).jobs:
-            raise nothing_found(namespace, "no notice to deliver")
+            with Ledger(store, namespace=namespace) as reader:  # its namespaces, if cheap
+                raise nothing_found(namespace, "no notice to deliver", reader.store)
         return done
 
 
