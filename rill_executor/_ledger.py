@@ -55,7 +55,7 @@ from ._outputs import OutputStore, StoredObject
 from ._purge import PurgeReport, check_purge
 from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._resolution import NO_RESULT, refusal_of, resolution_request
+from ._resolution import NO_RESULT, refusal_of, resolution_request, result_type
 from ._step import (
     Action,
     Finish,
@@ -197,7 +197,7 @@ class _LedgerBase(Generic[S]):
                 namespace=self.namespace,
                 states=states,
                 dangling=dangling,
-                idle_us=None if older_than is None else to_us(older_than, "older_than"),
+                idle_us=None if older_than is None else to_us(older_than, "older_than", zero=True),
                 result_version=None
                 if result_version is None
                 else validate_result_version(result_version),
@@ -370,7 +370,10 @@ class Ledger(_LedgerBase[Store]):
         running can never commit. Recorded in the event log with ``reason``, ``actor``
         (default: the OS user at this host), the time and the state before. A job whose
         lease is live is refused unless ``force``. Sent once, never resent: after a
-        ``StoreUnavailable``, read the status to see whether it was applied. Returns the
+        ``StoreUnavailable``, read the status to see whether it was applied. With a
+        decorated ``handler``, a ``reuse``'s ``result`` must replay as its return type
+        (else ``InvalidResult``); given by name, the type is not known and not checked. The
+        record keeps the retention its finish recorded (else this ledger's). Returns the
         job as it stands after; ``ResolutionRefused`` if nothing was written."""
         stored, config = stored_key(key, handler), self.config
         resolution = resolution_request(
@@ -381,6 +384,7 @@ class Ledger(_LedgerBase[Store]):
             result=result,
             retention_us=config.retention_us,
             max_result_bytes=config.max_result_bytes,
+            returns=result_type(handler),
         )
         job_id = self._core.job_id(stored)
         answer = self.store.resolve(job_id, resolution)
@@ -651,6 +655,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             result=result,
             retention_us=config.retention_us,
             max_result_bytes=config.max_result_bytes,
+            returns=result_type(handler),
         )
         job_id = self._core.job_id(stored)
         answer = await self.store.resolve(job_id, resolution)

@@ -8,6 +8,7 @@ creation, so, like a database's, it does not follow later changes of the caller'
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -28,6 +29,7 @@ from ._decisions import (
     superseded_attempt,
     watched_row,
 )
+from ._errors import UsageError
 from ._events import appended_event
 from ._listing import listed
 from ._notices import lapse_notices, leasable, lease_notice, settle_notice
@@ -51,6 +53,17 @@ from ._store import (
 )
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"]
+
+_CURSOR = re.compile(r"[0-9a-f]{64}")  # a job id: where the last page ended
+
+
+def _cursor(after: str | None) -> None:
+    """Refuse a cursor no page returned: it would answer an empty last page."""
+    if after is not None and not _CURSOR.fullmatch(after):
+        raise UsageError(
+            f"cursor {after!r} is not one this store returned: pass a page's cursor as it"
+            " came, or none to start from the first page"
+        )
 
 
 class MemoryStore:
@@ -184,7 +197,13 @@ class MemoryStore:
             self._jobs[job_id] = replace(job, notices=settled)
             return True
 
+    def namespaces(self, limit: int = 20) -> list[str]:
+        """Up to ``limit`` namespaces that have jobs, in order."""
+        with self._lock:
+            return sorted({job.namespace for job in self._jobs.values()})[:limit]
+
     def list_jobs(self, query: JobQuery) -> JobPage:
+        _cursor(query.after)
         with self._lock:
             now = self._now()
             found = sorted(
@@ -197,6 +216,7 @@ class MemoryStore:
         return JobPage(page, page[-1].job_id if more else None, now)
 
     def purge(self, request: PurgeRequest) -> PurgePage:
+        _cursor(request.after)
         with self._lock:
             now = self._now()
             doomed, kept, cursor = purge_batch(self._jobs.values(), request, now)

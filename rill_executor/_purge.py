@@ -2,9 +2,10 @@
 
 A record is past retention when it ended and its ``retain_until`` passed, or when it is
 still ``processing`` and its owner's lease ran out at least ``dangling_after_us`` ago (the
-owner died). It is kept while a completion notice waits for delivery (invariant 10 in
-docs/concepts.md). A deleted record leaves its last fence behind for one retention, so the next
-claim of its key continues from it and fences never repeat. Stores decide with these rules
+owner died); a record a redo released waits for its next claim as long, from its redo.
+It is kept while a completion notice waits for delivery (invariant 10 in docs/concepts.md).
+A deleted record leaves its last fence behind for one retention, so the next claim of its
+key continues from it and fences never repeat. Stores decide with these rules
 (memory, SQLite, MariaDB) or encode the same ones (the PostgreSQL statement, Redis scripts).
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "past_retention",
     "purge_batch",
     "purge_verdict",
+    "released",
 ]
 
 MAX_PURGE_BATCH = 10_000
@@ -42,10 +44,21 @@ class PurgeVerdict(enum.Enum):
     PURGE = "purge"
 
 
+def released(job: JobRow) -> bool:
+    """A record a redo released (``retain_until = finished_at``): it binds nothing, and
+    waits for the next claim with the operator's who and why on record."""
+    if job.state is JobState.PROCESSING or job.retain_until is None:
+        return False
+    return job.retain_until == job.finished_at
+
+
 def past_retention(job: JobRow, dangling_after_us: int, now: int) -> bool:
-    """Ended and past ``retain_until``, or dangling for at least ``dangling_after_us``."""
+    """Ended and past ``retain_until``, or dangling for at least ``dangling_after_us``; a
+    record a redo released is kept as a dangling one is, ``dangling_after_us`` after it."""
     if job.state is JobState.PROCESSING:
         return (job.lease_until or 0) + dangling_after_us <= now
+    if released(job):
+        return (job.finished_at or 0) + dangling_after_us <= now
     return (job.retain_until or 0) <= now
 
 

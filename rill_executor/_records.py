@@ -321,9 +321,7 @@ class JobStatus(_View):
                     outputs=_outputs_of(a, job),
                     origin=None if a.origin is None else load_json(a.origin),
                     trace=a.trace,
-                    events=tuple(
-                        e for e in logged if e.attempt_id == a.attempt_id and e.fence == a.fence
-                    ),
+                    events=tuple(e for e in logged if _concerns(e, a)),
                 )
                 for a in sorted(attempts, key=lambda a: a.fence)
             ),
@@ -331,6 +329,18 @@ class JobStatus(_View):
             notices=NoticeInfo.many(job.notices),
             events=logged,
         )
+
+
+def _concerns(event: EventInfo, attempt: AttemptRow) -> bool:
+    """Whether ``event`` names ``attempt``, or is the resolution that ended it (fenced or
+    abandoned): its ``before`` names the attempt as the owner then."""
+    if event.attempt_id == attempt.attempt_id and event.fence == attempt.fence:
+        return True
+    before = (event.data or {}).get("before") or {}
+    return (before.get("owner_attempt"), before.get("fence")) == (
+        attempt.attempt_id,
+        attempt.fence,
+    )
 
 
 def _outputs_of(attempt: AttemptRow, job: JobRow) -> tuple[OutputInfo, ...]:

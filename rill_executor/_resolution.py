@@ -4,7 +4,11 @@ Every action bumps the job's fence and clears its owner, so an attempt still run
 zombie on a paused host) can never write again, and ends that attempt in the history:
 ``fenced`` if its lease was live (only with ``force``), ``abandoned`` if it had run out.
 The decision goes to the job's event log with who, why, when and the state before, in the
-same atomic write. The actions:
+same atomic write.
+
+A resolved record is kept for the job's own retention (the one its finish recorded), so an
+operator's command never changes a namespace's policy; a job that never finished keeps the
+resolving ledger's. The actions:
 
 - ``reuse``: the job is SUCCEEDED with its committed result, or with the result given;
 - ``redo``: the record stops binding (its retention ends now), so the next claim runs the
@@ -19,33 +23,44 @@ from __future__ import annotations
 
 import enum
 import getpass
+import inspect
 import json
 import socket
+import typing
 from dataclasses import replace
 from typing import Any
 
-from ._codec import encode_error, encode_result
+from pydantic import TypeAdapter
+
+from ._codec import adapter_for, encode_result, type_name
 from ._errors import InvalidPayload, ResolutionRefused
+from ._idempotent import HANDLER_NAME
 from ._notices import finish_notices
-from ._records import AttemptOutcome, JobRow, JobState
+from ._records import AttemptOutcome, ErrorInfo, JobRow, JobState
 from ._store import Resolution, StoreAnswer
 from ._text import escape_text, store_json
 
 __all__ = [
     "NO_RESULT",
     "RESOLVED",
+    "RESOLVED_ERROR",
     "ResolveAction",
     "ResolveRefusal",
     "check_resolve",
     "default_actor",
     "refusal_of",
+    "is_resolution",
+    "recorded_retention",
+    "resolution_error",
     "resolution_request",
+    "result_type",
     "resolution_event",
     "resolved_attempt",
     "resolved_row",
 ]
 
 RESOLVED = "resolved"  # the event kind
+RESOLVED_ERROR = "resolved:"  # the prefix of the error type a redo or terminate records
 
 
 class ResolveAction(enum.StrEnum):
@@ -74,6 +89,17 @@ def check_resolve(job: JobRow | None, resolution: Resolution, now: int) -> Resol
     if resolution.action == ResolveAction.REUSE and resolution.result is None and not committed:
         return ResolveRefusal.NO_RESULT
     return None
+
+
+def recorded_retention(job: JobRow) -> int | None:
+    """The retention the job's finish gave it, ``retain_until - finished_at`` (µs): what a
+    resolution keeps, whoever resolves it. None for a job that never finished, and for one a
+    redo released (it binds nothing: ``retain_until = finished_at``); a resolution of those
+    keeps the resolving ledger's retention."""
+    if job.state is JobState.PROCESSING or job.retain_until is None or job.finished_at is None:
+        return None
+    kept = job.retain_until - job.finished_at
+    return kept if kept > 0 else None
 
 
 def resolved_attempt(job: JobRow, now: int) -> AttemptOutcome | None:
@@ -122,7 +148,7 @@ def resolved_row(job: JobRow, resolution: Resolution, now: int) -> JobRow:
         result=result,
         error=error,
         retryable=retryable,
-        retain_until=now + resolution.retention_us,
+        retain_until=now + (recorded_retention(job) or resolution.retention_us),
         watchers="{}",
         notices=notices,
     )
@@ -164,6 +190,18 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def resolution_error(action: str, message: str) -> str:
+    """The error a redo or terminate records, JSON: its type ``resolved:redo`` or
+    ``resolved:terminate`` tells it from a handler's failure."""
+    info = ErrorInfo.of(message, retryable=action == ResolveAction.REDO)
+    return info.model_copy(update={"type": RESOLVED_ERROR + action}).model_dump_json()
+
+
+def is_resolution(error: ErrorInfo | None) -> bool:
+    """Whether ``error`` is an operator's redo or terminate, not a handler's failure."""
+    return error is not None and error.type.startswith(RESOLVED_ERROR)
+
+
 def _text(value: object, what: str, limit: int, example: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > limit:
         raise InvalidPayload(
@@ -171,6 +209,15 @@ def _text(value: object, what: str, limit: int, example: str) -> str:
             f" got {value!r}"
         )
     return value.strip()
+
+
+def result_type(handler: object) -> tuple[TypeAdapter[Any], str] | None:
+    """A decorated handler's return type (its adapter and name), which a reuse's result
+    must replay as; None when the handler is not known here (given by name, or none)."""
+    if not callable(handler) or getattr(handler, HANDLER_NAME, None) is None:
+        return None
+    hint = typing.get_type_hints(inspect.unwrap(handler)).get("return", Any)
+    return adapter_for(hint), type_name(hint)
 
 
 def resolution_request(
@@ -182,8 +229,11 @@ def resolution_request(
     result: Any,
     retention_us: int,
     max_result_bytes: int,
+    returns: tuple[TypeAdapter[Any], str] | None = None,
 ) -> Resolution:
-    """A validated ``Resolution``; ``InvalidPayload`` (nothing sent) for bad input."""
+    """A validated ``Resolution``; ``InvalidPayload`` (nothing sent) for bad input, and
+    ``InvalidResult`` for a result that would not replay as ``returns``, the handler's
+    return type (see ``result_type``)."""
     if action not in tuple(ResolveAction):
         choices = ", ".join(a.value for a in ResolveAction)
         raise InvalidPayload(f"resolution action must be one of {choices}, not {action!r}")
@@ -191,11 +241,19 @@ def resolution_request(
     who = _text(default_actor() if actor is None else actor, "actor", MAX_ACTOR_CHARS, "alice")
     if result is not NO_RESULT and action != ResolveAction.REUSE:
         raise InvalidPayload(f"a result is given only with reuse, not with {action}")
-    stored = None if result is NO_RESULT else encode_result(result, max_result_bytes)
+    stored = None
+    if result is not NO_RESULT:
+        adapter, expected = returns or (None, "")
+        stored = encode_result(
+            result,
+            max_result_bytes,
+            adapter,
+            source="the resolution",
+            expected=f"the handler's return type {expected}",
+        )
     error = None
     if action != ResolveAction.REUSE:
-        kind = "Terminated" if action == ResolveAction.TERMINATE else "ResolvedForRedo"
-        error = encode_error(f"{kind}: {why} (by {who})", retryable=action == ResolveAction.REDO)
+        error = resolution_error(str(action), f"{why} (by {who})")
     return Resolution(
         action=str(action),
         reason=escape_text(why),

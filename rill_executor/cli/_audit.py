@@ -8,7 +8,7 @@ import click
 from .._drill import DrillReport
 from .._ledger import Ledger
 from ._main import CliError, ExitCode
-from ._options import job_options, refuse_missing_file
+from ._options import job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table, when
 
 __all__ = ["audit"]
@@ -76,6 +76,8 @@ def audit(outputs_url: str | None, page: int, store: str, namespace: str, output
     refuse_missing_file(store)
     with Ledger(store, namespace=namespace, outputs=outputs_url) as ledger:
         report = ledger.drill(page=page)
+        if report.jobs == 0:
+            raise nothing_found(namespace, "nothing to audit", ledger.store)
     if output == "json":
         echo_json(report.model_dump(mode="json") | {"ok": report.ok})
     else:

@@ -34,8 +34,9 @@ def _kept(report: BenchReport) -> str:
     return (
         f"wrote {report.written} jobs, all committed, in namespace {report.namespace!r}. They"
         f" are kept for the retention ({hours:g}h) and stop binding then: Redis expires them,"
-        " a SQL store keeps the rows until you delete them"
-        f" (DELETE FROM rill_jobs WHERE namespace = '{report.namespace}')."
+        " a SQL store keeps the rows until gc deletes them"
+        f" (rill-executor gc --namespace {report.namespace} --store URL, once they are past"
+        " retention)."
     )
 
 

@@ -19,7 +19,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from .._housekeeping import CollectReport
 from .._ledger import Ledger
 from .._purge import MAX_PURGE_BATCH, PurgeReport
-from ._options import duration_option, job_options, refuse_missing_file
+from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json
 
 __all__ = ["gc"]
@@ -118,6 +118,8 @@ def gc(
             for last in _purge_pages(ledger, batch, dry_run, dangling_after, pause):
                 purged, kept, batches = purged + last.purged, kept + last.kept_notices, batches + 1
                 advance(last.purged)
+        if purged == kept == 0 and not collected and not ledger.jobs(limit=1).jobs:
+            raise nothing_found(namespace, "nothing to collect", ledger.store)
     assert last is not None
     summary: dict[str, Any] = {
         "namespace": namespace,

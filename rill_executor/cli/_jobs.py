@@ -4,6 +4,7 @@ trip on SQL) at a time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,18 @@ from typing import Any
 import click
 
 from .._ledger import Ledger
+from .._listing import JobSummary
 from .._records import JobState, JobStatus
+from .._resolution import is_resolution
 from ._main import CliError, ExitCode
-from ._options import duration_option, job_options, open_ledger
+from ._options import duration_option, job_options, nothing_found, open_ledger
 from ._output import (
     attempt_details,
     attempts_table,
     console,
     echo_json,
     events_table,
+    is_dangling,
     job_table,
     jobs_table,
     notices_table,
@@ -60,7 +64,7 @@ def status(key: str, handler: str | None, store: str, namespace: str, output: st
     with open_ledger(store, namespace) as ledger:
         job = found_job(ledger, key, handler)
     if output == "json":
-        echo_json(job.model_dump(mode="json"))
+        echo_json(job.model_dump(mode="json") | {"dangling": is_dangling(job)})
         return
     out = console()
     out.print(job_table(job))
@@ -84,11 +88,12 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
         dumped = job.model_dump(mode="json")
         echo_json(
             {name: dumped[name] for name in ("namespace", "key", "state", "fence")}
-            | {"attempts": dumped["attempts"]}
+            | {"attempts": dumped["attempts"], "events": dumped["events"]}
         )
         return
     out = console()
-    out.print(f"{job.key} ({job.namespace}): {job.state.value}, fence {job.fence}", soft_wrap=True)
+    state = "dangling" if is_dangling(job) else job.state.value
+    out.print(f"{job.key} ({job.namespace}): {state}, fence {job.fence}", soft_wrap=True)
     for attempt in job.attempts:
         for line in attempt_details(attempt):
             out.print(line, soft_wrap=True)
@@ -140,6 +145,43 @@ def timeline(
     console().print(f"wrote {path}: {job.key} ({job.state.value}), {counts}", soft_wrap=True)
 
 
+def _states(
+    states: tuple[str, ...], failed: bool, resolved: bool, dangling: bool
+) -> tuple[str, ...]:
+    """The states every filter given allows: --failed and --resolved mean failed, --dangling
+    processing. Filters no job can meet together are refused (exit 2)."""
+    allowed = set(states) if states else {s.value for s in JobState}
+    implied = {
+        "--failed": (failed, "failed"),
+        "--resolved": (resolved, "failed"),
+        "--dangling": (dangling, "processing"),
+    }
+    given = [f"--state {s}" for s in states]
+    for flag, (on, state) in implied.items():
+        if on:
+            allowed &= {state}
+            given.append(flag)
+    if failed and resolved:
+        allowed = set()
+    if not allowed:
+        raise CliError(
+            f"no job can meet {' and '.join(given)} together: every filter given must hold;"
+            " drop one",
+            ExitCode.USAGE,
+        )
+    return () if len(allowed) == len(JobState) else tuple(sorted(allowed))
+
+
+def _kept(failed: bool, resolved: bool) -> Callable[[JobSummary], bool]:
+    """Which listed jobs to show: --failed only handlers' failures, --resolved only an
+    operator's redo or terminate."""
+    if failed:
+        return lambda job: not is_resolution(job.error)
+    if resolved:
+        return lambda job: is_resolution(job.error)
+    return lambda job: True
+
+
 @click.command()
 @click.option(
     "--state",
@@ -148,13 +190,22 @@ def timeline(
     type=click.Choice([s.value for s in JobState]),
     help="Only jobs in this state (repeat for several).",
 )
-@click.option("--failed", is_flag=True, help="Only failed jobs (as --state failed).")
+@click.option(
+    "--failed",
+    is_flag=True,
+    help="Only jobs a handler failed (not those an operator redid or terminated).",
+)
+@click.option(
+    "--resolved",
+    is_flag=True,
+    help="Only jobs an operator redid (waiting for the next claim) or terminated.",
+)
 @click.option(
     "--dangling",
     is_flag=True,
     help="Only processing jobs whose lease has run out: the owner died or is stuck.",
 )
-@duration_option("--older-than", help="Only jobs not updated for this long, e.g. 1h.")
+@duration_option("--older-than", help="Only jobs not updated for this long, e.g. 1h (0s: any job).")
 @click.option("--result-version", metavar="VERSION", help="Only jobs of this result version.")
 @click.option(
     "--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Jobs a page."
@@ -165,6 +216,7 @@ def timeline(
 def jobs(
     states: tuple[str, ...],
     failed: bool,
+    resolved: bool,
     dangling: bool,
     older_than: timedelta | None,
     result_version: str | None,
@@ -175,29 +227,27 @@ def jobs(
     namespace: str,
     output: str,
 ) -> None:
-    """The namespace's jobs, a page at a time, with filters: by state, dangling, older
-    than, result version. Every filter given must hold."""
-    wanted = tuple(dict.fromkeys((*states, *(["failed"] if failed else []))))
+    """The namespace's jobs, a page at a time, with filters: by state, failed, resolved,
+    dangling, older than, result version. Every filter given must hold."""
     filters: dict[str, Any] = {
-        "state": wanted or None,
+        "state": _states(states, failed, resolved, dangling) or None,
         "dangling": dangling,
         "older_than": older_than,
         "result_version": result_version,
         "limit": limit,
     }
+    kept, thinned = _kept(failed, resolved), failed or resolved
     with open_ledger(store, namespace) as ledger:
         page = ledger.jobs(after=cursor, **filters)
-        found = list(page.jobs)
-        while every and page.cursor is not None:
+        found = [job for job in page.jobs if kept(job)]
+        # a page that --failed or --resolved thinned goes on until it is full again
+        while page.cursor is not None and (every or (thinned and len(found) < limit)):
             page = ledger.jobs(after=page.cursor, **filters)
-            found += page.jobs
+            found += [job for job in page.jobs if kept(job)]
         if not found and cursor is None and not ledger.jobs(limit=1).jobs:
-            raise CliError(
-                f"namespace {namespace!r} has no jobs in this store (check --namespace and"
-                " --store)",
-                ExitCode.NOT_FOUND,
-            )
+            raise nothing_found(namespace, "nothing to list", ledger.store)
     if output == "json":
+        found.sort(key=lambda job: (job.updated_at, job.key))
         echo_json(
             {
                 "jobs": [job.model_dump(mode="json") for job in found],
@@ -207,6 +257,6 @@ def jobs(
         )
         return
     out = console()
-    out.print(jobs_table(found))
+    out.print(jobs_table(found, out.width if out.is_terminal else None))
     more = f"; next page: --cursor {page.cursor}" if page.cursor else ""
     out.print(f"{len(found)} job{'s' if len(found) != 1 else ''}{more}", soft_wrap=True)

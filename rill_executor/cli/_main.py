@@ -1,21 +1,30 @@
 """The command group, its commands, and the one error exit every command shares.
 
 Every failure ends in ``fail``: one line ``error: …`` on stderr (a JSON object with
-``-o json``) and an exit status from ``ExitCode``.
+``-o json``: ``type`` from ``ErrorType``, the exception's class in ``exception``) and an
+exit status from ``ExitCode``.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from typing import Any, NoReturn
+import warnings
+from typing import Any, NoReturn, TextIO
 
 import click
 
-from .._errors import RillExecutorError, StoreError, UsageError
+from .._errors import (
+    ConfigError,
+    OutcomeError,
+    RillExecutorError,
+    StoreError,
+    StoreUnavailable,
+    UsageError,
+)
 from ._options import OUTPUT_KEY
 
-__all__ = ["CliError", "ExitCode", "main"]
+__all__ = ["CliError", "ErrorType", "ExitCode", "main"]
 
 
 class ExitCode(enum.IntEnum):
@@ -30,26 +39,77 @@ class ExitCode(enum.IntEnum):
     REFUSED = 5  # the job's state refused the change (resolve on a live lease); nothing written
 
 
-class CliError(Exception):
-    """A failure the command itself detected, with its exit status."""
+class ErrorType(enum.StrEnum):
+    """The ``type`` of a JSON error (documented in docs/operations.md), each with its exit
+    status; the exception's class, when there is one, goes in ``exception``."""
 
-    def __init__(self, message: str, code: ExitCode) -> None:
+    CHECK_FAILED = "check_failed"  # 1
+    USAGE = "usage"  # 2: a bad option, argument or value
+    CONFIG = "config"  # 2: a store URL or configuration that cannot work
+    NOT_FOUND = "not_found"  # 3
+    STORE_UNAVAILABLE = "store_unavailable"  # 4: unreachable or dropped the call: retry later
+    STORE_FAILED = "store_failed"  # 4: no schema, an older one, or an answer out of contract
+    REFUSED = "refused"  # 5
+
+    @property
+    def code(self) -> ExitCode:
+        return _EXIT[self]
+
+
+_EXIT = {
+    ErrorType.CHECK_FAILED: ExitCode.CHECK_FAILED,
+    ErrorType.USAGE: ExitCode.USAGE,
+    ErrorType.CONFIG: ExitCode.USAGE,
+    ErrorType.NOT_FOUND: ExitCode.NOT_FOUND,
+    ErrorType.STORE_UNAVAILABLE: ExitCode.STORE,
+    ErrorType.STORE_FAILED: ExitCode.STORE,
+    ErrorType.REFUSED: ExitCode.REFUSED,
+}
+_TYPE_OF_CODE = {
+    ExitCode.CHECK_FAILED: ErrorType.CHECK_FAILED,
+    ExitCode.USAGE: ErrorType.USAGE,
+    ExitCode.NOT_FOUND: ErrorType.NOT_FOUND,
+    ExitCode.STORE: ErrorType.STORE_FAILED,
+    ExitCode.REFUSED: ErrorType.REFUSED,
+}
+
+
+class CliError(Exception):
+    """A failure the command itself detected, with its exit status (and, when ``code``
+    alone does not say it, its ``ErrorType``)."""
+
+    def __init__(self, message: str, code: ExitCode, kind: ErrorType | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.kind = kind or _TYPE_OF_CODE[code]
 
 
-def _code_of(exc: RillExecutorError) -> ExitCode:
+def _type_of(exc: RillExecutorError) -> ErrorType:
+    if isinstance(exc, ConfigError):
+        return ErrorType.CONFIG
     if isinstance(exc, UsageError):
-        return ExitCode.USAGE
+        return ErrorType.USAGE
+    if isinstance(exc, StoreUnavailable):
+        return ErrorType.STORE_UNAVAILABLE
     if isinstance(exc, StoreError):
-        return ExitCode.STORE
-    return ExitCode.USAGE
+        return ErrorType.STORE_FAILED
+    if isinstance(exc, OutcomeError):
+        return ErrorType.REFUSED
+    return ErrorType.USAGE
 
 
-def fail(ctx: click.Context, message: str, code: ExitCode, kind: str) -> NoReturn:
+def fail(
+    ctx: click.Context, message: str, kind: ErrorType, exception: BaseException | None
+) -> NoReturn:
+    code = kind.code
     if ctx.meta.get(OUTPUT_KEY) == "json":
-        error = {"type": kind, "message": message, "exit_code": int(code)}
-        click.echo(json.dumps({"error": error}), err=True)
+        error = {
+            "type": kind.value,
+            "exception": None if exception is None else type(exception).__name__,
+            "message": message,
+            "exit_code": int(code),
+        }
+        click.echo(json.dumps({"error": error}, ensure_ascii=False), err=True)
     else:
         click.echo(f"error: {message}", err=True)
     ctx.exit(int(code))
@@ -61,11 +121,25 @@ class _Errors(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:  # a bad option or argument, before anything ran
             where = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
-            fail(ctx, exc.format_message() + where, ExitCode.USAGE, "usage")
+            fail(ctx, exc.format_message() + where, ErrorType.USAGE, exc)
         except CliError as exc:
-            fail(ctx, str(exc), exc.code, exc.code.name.lower())
+            fail(ctx, str(exc), exc.kind, exc.__cause__)
         except RillExecutorError as exc:
-            fail(ctx, str(exc), _code_of(exc), type(exc).__name__)
+            fail(ctx, str(exc), _type_of(exc), exc)
+
+
+def _one_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning (e.g. Redis's DurabilityWarning) as one line on stderr: no source line,
+    and never in stdout, where -o json writes."""
+    text = " ".join(str(message).split())
+    click.echo(f"warning: {category.__name__}: {text}", err=True)
 
 
 @click.group(cls=_Errors, context_settings={"help_option_names": ["-h", "--help"]})
@@ -78,6 +152,7 @@ def main() -> None:
     0 ok, 1 check failed, 2 bad usage, 3 not found, 4 store unavailable or failing,
     5 refused by the job's state (resolve on a live lease without --force).
     """
+    warnings.showwarning = _one_line
 
 
 @main.command()

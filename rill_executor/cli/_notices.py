@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from .._ledger import AsyncLedger
+from .._ledger import AsyncLedger, Ledger
 from ._main import CliError, ExitCode
-from ._options import duration_option, job_options, refuse_missing_file
+from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table
 
 __all__ = ["deliver"]
@@ -41,9 +41,13 @@ async def _deliver(
     async with AsyncLedger(store, namespace=namespace) as ledger:
         deliverer = Deliverer(ledger, lease=lease, batch=batch, timeout=timeout)
         try:
-            return await deliverer.deliver()
+            done = await deliverer.deliver()
         finally:
             await deliverer.stop()
+        if not done and not (await ledger.jobs(limit=1)).jobs:
+            with Ledger(store, namespace=namespace) as reader:  # its namespaces, if cheap
+                raise nothing_found(namespace, "no notice to deliver", reader.store)
+        return done
 
 
 @click.command()

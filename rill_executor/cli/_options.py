@@ -12,12 +12,14 @@ from urllib.parse import unquote, urlsplit
 
 import click
 
+from .._errors import RillExecutorError
 from .._ledger import Ledger
 
 __all__ = [
     "OUTPUT_KEY",
     "duration_option",
     "job_options",
+    "nothing_found",
     "open_ledger",
     "output_option",
     "refuse_missing_file",
@@ -94,6 +96,35 @@ def store_option(fn: F) -> F:
     )(fn)
 
 
+_SHOWN = 20  # namespaces named when the one given has no jobs
+
+
+def nothing_found(namespace: str, what: str, store: object = None) -> Exception:
+    """The error (exit 3) of a command that found no job in ``namespace``: a typo'd
+    namespace must not look like a healthy one. A store that can list its namespaces
+    cheaply (memory, SQL: ``store.namespaces(limit)``) has them named."""
+    from ._main import CliError, ExitCode
+
+    names = _namespaces(store)
+    shown = "" if names is None else f"; namespaces with jobs: {', '.join(names) or 'none'}"
+    more = "…" if names is not None and len(names) == _SHOWN else ""
+    return CliError(
+        f"namespace {namespace!r} has no jobs in this store: {what}{shown}{more} (check"
+        " --namespace and --store)",
+        ExitCode.NOT_FOUND,
+    )
+
+
+def _namespaces(store: object) -> list[str] | None:
+    lister = getattr(store, "namespaces", None)
+    if not callable(lister):
+        return None  # e.g. Redis: listing namespaces would scan every key
+    try:
+        return [str(name) for name in lister(_SHOWN)]
+    except RillExecutorError:
+        return None  # the listing is a courtesy: the error says what matters
+
+
 def refuse_missing_file(url: str) -> None:
     """Refuse a SQLite URL naming a file that does not exist: opening it would create an
     empty store, and an operator's typo should change nothing."""
@@ -111,8 +142,14 @@ def refuse_missing_file(url: str) -> None:
 
 
 @contextmanager
-def open_ledger(store: str, namespace: str) -> Iterator[Ledger]:
-    """A ledger on ``store`` for reading and delivering; closed on exit."""
+def open_ledger(store: str, namespace: str, retention: timedelta | None = None) -> Iterator[Ledger]:
+    """A ledger on ``store`` for reading and delivering (with ``retention``, for what it
+    writes); closed on exit."""
     refuse_missing_file(store)
-    with Ledger(store, namespace=namespace) as ledger:
+    found = (
+        Ledger(store, namespace=namespace)
+        if retention is None
+        else Ledger(store, namespace=namespace, retention=retention)
+    )
+    with found as ledger:
         yield ledger

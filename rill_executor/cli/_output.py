@@ -27,10 +27,14 @@ __all__ = [
     "console",
     "echo_json",
     "events_table",
+    "is_dangling",
+    "job_state",
     "job_table",
     "jobs_table",
+    "shortened",
     "notices_table",
     "table",
+    "warn",
     "when",
 ]
 
@@ -63,6 +67,11 @@ def console() -> Console:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def warn(message: str) -> None:
+    """One line on stderr, whatever the output format: never inside ``-o json``."""
+    click.echo(f"warning: {' '.join(message.split())}", err=True)
 
 
 def echo_json(data: Any) -> None:
@@ -107,6 +116,18 @@ def owner_line(status: JobStatus) -> Text:
     )
 
 
+def is_dangling(status: JobStatus) -> bool:
+    """Processing, its owner's lease run out: ``jobs`` and ``status`` say "dangling"."""
+    owner = status.owner
+    return owner is not None and owner.lease_left.total_seconds() <= 0
+
+
+def job_state(status: JobStatus) -> Text:
+    if is_dangling(status):
+        return styled("dangling", "bold red")
+    return styled(status.state.value, STATE_STYLE[status.state])
+
+
 def job_table(status: JobStatus) -> Table:
     found = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
     found.add_column(style="bold")
@@ -115,7 +136,7 @@ def job_table(status: JobStatus) -> Table:
     rows: list[tuple[str, str | Text]] = [
         ("namespace", status.namespace),
         ("key", status.key),
-        ("state", styled(status.state.value, STATE_STYLE[status.state])),
+        ("state", job_state(status)),
         ("fence", str(status.fence)),
         ("result version", status.result_version or "-"),
         ("fingerprint", status.fingerprint),
@@ -180,6 +201,9 @@ def attempt_details(attempt: AttemptInfo) -> list[Text]:
         error = attempt.error
         kind = "retryable" if error.retryable else "terminal"
         lines.append(Text(f"  error   {error.type}: {error.message} ({kind})", style="red"))
+    for e in attempt.events:
+        by = f" by {e.actor}" if e.actor else ""
+        lines.append(Text(f"  event   {e.kind} {e.detail or ''}{by}: {e.reason or '-'}"))
     for o in attempt.outputs:
         state = "committed" if o.committed else "uncommitted"
         size = "not written" if o.size is None else f"{o.size} bytes, sha256 {o.sha256}"
@@ -237,31 +261,57 @@ def notices_table(notices: tuple[NoticeInfo, ...]) -> Table:
     return found
 
 
-def jobs_table(jobs: list[JobSummary]) -> Table:
-    found = table("key", "state", "fence", "version", "updated", "owner", "error", "notices")
-    for job in jobs:
-        state = (
-            styled("dangling", "bold red")
-            if job.dangling
-            else styled(job.state.value, STATE_STYLE[job.state])
-        )
-        owner = "-"
-        if job.owner is not None:
-            left = job.owner.lease_left
-            owner = f"{job.owner.attempt_id} (" + (
-                f"lease {seconds(left)} left)" if left.total_seconds() > 0
-                else f"lease ran out {seconds(-left)} ago)"
-            )  # fmt: skip
-        error = "-" if job.error is None else f"{job.error.type}: {job.error.message}"
-        pending = f"{job.pending_notices} pending" if job.pending_notices else "-"
-        found.add_row(
-            job.key,
-            state,
-            str(job.fence),
-            job.result_version or "-",
-            when(job.updated_at),
-            owner,
-            error,
-            pending,
-        )
+def shortened(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: its middle replaced by '…', so that both a
+    key's start and its end (often the version) stay readable."""
+    if len(text) <= width:
+        return text
+    head = width // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
+
+
+_WIDE = 120  # narrower terminals get the columns an on-call engineer reads first
+
+
+def jobs_table(jobs: list[JobSummary], width: int | None = None) -> Table:
+    """The jobs, oldest update first. On a terminal (``width``) a long key is shortened in
+    the middle, a state never folds, and under 120 columns only key, state, fence, updated
+    and error are shown (``-o json`` has everything)."""
+    narrow = width is not None and width < _WIDE
+    columns = ["key", "state", "fence", "updated"]
+    columns += ["error"] if narrow else ["version", "owner", "error", "notices"]
+    found = Table(box=box.SIMPLE_HEAD)
+    for column in columns:
+        found.add_column(column, no_wrap=column != "error", overflow="fold")
+    room = None if width is None else max(12, width // 3 if narrow else width // 4)
+    for job in sorted(jobs, key=lambda job: (job.updated_at, job.key)):
+        cells = _job_cells(job)
+        cells["key"] = job.key if room is None else shortened(job.key, room)
+        if narrow:
+            cells["updated"] = job.updated_at.strftime("%m-%d %H:%M:%S")
+        found.add_row(*(cells[column] for column in columns))
     return found
+
+
+def _job_cells(job: JobSummary) -> dict[str, str | Text]:
+    state = (
+        styled("dangling", "bold red")
+        if job.dangling
+        else styled(job.state.value, STATE_STYLE[job.state])
+    )
+    owner = "-"
+    if job.owner is not None:
+        left = job.owner.lease_left
+        owner = f"{job.owner.attempt_id} (" + (
+            f"lease {seconds(left)} left)" if left.total_seconds() > 0
+            else f"lease ran out {seconds(-left)} ago)"
+        )  # fmt: skip
+    return {
+        "state": state,
+        "fence": str(job.fence),
+        "version": job.result_version or "-",
+        "updated": when(job.updated_at),
+        "owner": owner,
+        "error": "-" if job.error is None else f"{job.error.type}: {job.error.message}",
+        "notices": f"{job.pending_notices} pending" if job.pending_notices else "-",
+    }

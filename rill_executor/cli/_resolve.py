@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import click
 
 from .._errors import ResolutionRefused
+from .._ledger import Ledger
+from .._records import JobState, JobStatus
 from .._resolution import NO_RESULT, default_actor
 from ._jobs import found_job, handler_option
 from ._main import CliError, ExitCode
 from ._options import job_options, open_ledger
-from ._output import console, echo_json, events_table, job_table
+from ._output import console, echo_json, events_table, job_table, warn
+from ._retention import recorded_retentions
 
 __all__ = ["resolve"]
 
@@ -27,13 +31,41 @@ def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
         raise click.BadParameter(f"not JSON ({exc}); quote it, e.g. {example}") from None
 
 
+def _recorded(job: JobStatus) -> bool:
+    """Whether the job's finish recorded its retention, which the resolution keeps."""
+    ended, until = job.finished_at, job.retain_until
+    if job.state is JobState.PROCESSING or ended is None or until is None:
+        return False
+    return until > ended
+
+
+def _namespace_retention(ledger: Ledger) -> timedelta | None:
+    """For a job that recorded no retention (never finished, or released by a redo): the
+    longest one the namespace's finished jobs recorded, so that the resolution keeps the
+    namespace's policy, not this command's default; None if none recorded one."""
+    spans = recorded_retentions(ledger)
+    return max(spans) if spans else None
+
+
+def _action(**flags: bool) -> str:
+    """The one action asked for; two are refused before anything is read or written."""
+    chosen = [name for name, given in flags.items() if given]
+    if not chosen:
+        raise click.UsageError("say what to do: --reuse, --redo or --terminate")
+    if len(chosen) > 1:
+        both = " and ".join(f"--{name}" for name in chosen)
+        raise click.UsageError(
+            f"{both} were both given: choose one of --reuse, --redo or --terminate;"
+            " nothing was written"
+        )
+    return chosen[0]
+
+
 @click.command()
 @click.argument("key")
-@click.option(
-    "--reuse", "action", flag_value="reuse", help="Keep the committed result (or --result)."
-)
-@click.option("--redo", "action", flag_value="redo", help="Make the next claim run the work again.")
-@click.option("--terminate", "action", flag_value="terminate", help="Record a terminal failure.")
+@click.option("--reuse", is_flag=True, help="Keep the committed result (or --result).")
+@click.option("--redo", is_flag=True, help="Make the next claim run the work again.")
+@click.option("--terminate", is_flag=True, help="Record a terminal failure.")
 @click.option("--reason", required=True, help="Why: recorded with the change (required).")
 @click.option(
     "--actor",
@@ -56,7 +88,9 @@ def _json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
 @job_options
 def resolve(
     key: str,
-    action: str | None,
+    reuse: bool,
+    redo: bool,
+    terminate: bool,
     reason: str,
     actor: str,
     force: bool,
@@ -72,10 +106,17 @@ def resolve(
     change is recorded in the job's event log with who, why, when and the state before.
     A job whose lease is live is refused (exit 5) unless --force.
     """
-    if action is None:
-        raise click.UsageError("say what to do: --reuse, --redo or --terminate")
-    with open_ledger(store, namespace) as ledger:
-        before = found_job(ledger, key, handler)
+    action = _action(reuse=reuse, redo=redo, terminate=terminate)
+    if result is not NO_RESULT:
+        warn(
+            "--result is not checked against the handler's return type, which this command"
+            " does not know: give what the handler returns, or its replay raises"
+            " UndecodableResult (from Python, ledger.resolve(..., handler=fn) checks it)"
+        )
+    with open_ledger(store, namespace) as reader:
+        before = found_job(reader, key, handler)
+        retention = None if _recorded(before) else _namespace_retention(reader)
+    with open_ledger(store, namespace, retention) as ledger:
         try:
             after = ledger.resolve(
                 key,

@@ -15,15 +15,29 @@ from rich.table import Table
 from rich.text import Text
 
 from .._duplicate_window import DuplicateWindow, RetryPolicy
+from .._ledger import Ledger
 from ._main import CliError, ExitCode
 from ._options import duration_option, open_ledger, output_option
 from ._output import console, echo_json
 
-__all__ = ["check_retention"]
+__all__ = ["check_retention", "recorded_retentions"]
 
 
 _DEFAULT = timedelta(days=7)
 _SAMPLE = 1000
+
+
+def recorded_retentions(ledger: Ledger) -> list[timedelta]:
+    """The retentions the first page of the namespace's finished jobs recorded. A record a
+    redo released (``retain_until = finished_at``, waiting for its next claim) binds nothing
+    and records no retention: it does not count."""
+    page = ledger.jobs(state=("succeeded", "failed"), limit=_SAMPLE)
+    spans = [
+        job.retain_until - job.finished_at
+        for job in page.jobs
+        if job.retain_until is not None and job.finished_at is not None
+    ]
+    return [span for span in spans if span > timedelta(0)]
 
 
 def _recorded(store: str, namespace: str | None) -> tuple[timedelta, str]:
@@ -34,16 +48,11 @@ def _recorded(store: str, namespace: str | None) -> tuple[timedelta, str]:
             ExitCode.USAGE,
         )
     with open_ledger(store, namespace) as ledger:
-        page = ledger.jobs(state=("succeeded", "failed"), limit=_SAMPLE)
-    spans = [
-        job.retain_until - job.finished_at
-        for job in page.jobs
-        if job.retain_until is not None and job.finished_at is not None
-    ]
+        spans = recorded_retentions(ledger)
     if not spans:
         raise CliError(
-            f"namespace {namespace!r} has no finished job to read the retention from;"
-            " pass --retention",
+            f"namespace {namespace!r} has no finished job to read the retention from (a"
+            " record a redo released records none); pass --retention",
             ExitCode.NOT_FOUND,
         )
     return min(spans), f"the shortest of {len(spans)} finished jobs in {namespace!r}"

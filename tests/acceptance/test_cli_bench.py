@@ -87,6 +87,8 @@ def test_bench_text_names_the_namespace_and_what_it_left(store_url: str) -> None
     assert "x " in done.stdout  # the ratio column, e.g. "3.41x"
     assert f"wrote 15 jobs, all committed, in namespace '{namespace}'" in done.stdout
     assert "(2h)" in done.stdout
+    assert f"rill-executor gc --namespace {namespace}" in done.stdout
+    assert "DELETE" not in done.stdout
     jobs = landed(store_url, namespace)
     assert len(jobs) == 15
     assert retention_of(jobs) == {timedelta(hours=2)}

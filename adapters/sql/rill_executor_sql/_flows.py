@@ -13,6 +13,7 @@ transaction.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import fields, replace
 from functools import cache
@@ -53,6 +54,7 @@ from rill_executor.store import (
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
+    UsageError,
     appended_event,
     attempt_outcome,
     check_resolve,
@@ -590,9 +592,40 @@ def _list_query(
     )
 
 
+_CURSOR = re.compile(r"[0-9a-f]{64}")  # a job id: where the last page ended
+
+
+def _cursor(after: str | None) -> None:
+    """Refuse a cursor no page returned: it would answer an empty last page."""
+    if after is not None and not _CURSOR.fullmatch(after):
+        raise UsageError(
+            f"cursor {after!r} is not one this store returned: pass a page's cursor as it"
+            " came, or none to start from the first page"
+        )
+
+
+_next_namespace = select(func.min(jobs.c.namespace).label("name")).where(
+    jobs.c.namespace > bindparam("after")
+)
+
+
+def namespaces(limit: int) -> Flow:
+    """Up to ``limit`` namespaces that have jobs, in order: one probe of the namespace
+    index each (a loose index scan), however many jobs a namespace holds."""
+    found: list[str] = []
+    while len(found) < limit:
+        rows = yield _next_namespace, {"after": found[-1] if found else ""}
+        name = rows[0]["name"] if rows else None
+        if name is None:
+            break
+        found.append(str(name))
+    return found
+
+
 def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
     """A page of a namespace's jobs: one statement; one row more than the page says
     whether another page follows."""
+    _cursor(query.after)
     params: dict[str, Any] = {"namespace": query.namespace, "limit": query.limit + 1}
     params |= {f"state{i}": state.value for i, state in enumerate(query.states)}
     if query.idle_us is not None:
@@ -639,7 +672,14 @@ def _purge_pick(dialect: SqlDialect, after: bool, lock: bool) -> Executable:
     where = [
         jobs.c.namespace == bindparam("namespace"),
         or_(
-            and_(jobs.c.state != _PROCESSING, func.coalesce(jobs.c.retain_until, 0) <= now),
+            and_(
+                jobs.c.state != _PROCESSING,
+                func.coalesce(jobs.c.retain_until, 0) <= now,
+                or_(  # a record a redo released is kept as a dangling one (``released``)
+                    func.coalesce(jobs.c.retain_until, 0) != func.coalesce(jobs.c.finished_at, 0),
+                    func.coalesce(jobs.c.finished_at, 0) + dangling_us <= now,
+                ),
+            ),
             and_(
                 jobs.c.state == _PROCESSING,
                 func.coalesce(jobs.c.lease_until, 0) + dangling_us <= now,
@@ -710,6 +750,7 @@ def _picked_row(row: Mapping[Any, Any]) -> JobRow:
 
 
 def purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
+    _cursor(request.after)
     if dialect.server_side and not request.dry_run:
         return _server_purge(request)
     return _client_purge(dialect, request)

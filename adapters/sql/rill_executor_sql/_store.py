@@ -284,6 +284,11 @@ class SqlStore:
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
 
+    def namespaces(self, limit: int = 20) -> list[str]:
+        """Up to ``limit`` namespaces that have jobs, in order: what an operator who typed a
+        namespace with none is shown. One index probe a namespace."""
+        return self._run(lambda: _flows.namespaces(limit), write=False)  # type: ignore[no-any-return]
+
     def purge(self, request: PurgeRequest) -> PurgePage:
         return self._run(  # type: ignore[no-any-return]
             lambda: _flows.purge(self.dialect, request), write=not request.dry_run

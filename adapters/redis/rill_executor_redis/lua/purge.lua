@@ -69,7 +69,11 @@ for i = 1, #KEYS - 1, 2 do
     if job[2] == 'processing' then
       past = tonumber(job[4] or '0') + dangling_after <= now
     else
-      past = tonumber(job[5] or '0') <= now
+      local retain_until, finished_at = tonumber(job[5] or '0'), tonumber(job[6] or '0')
+      past = retain_until <= now
+      if retain_until == finished_at then -- released by a redo: kept as a dangling job is
+        past = finished_at + dangling_after <= now
+      end
     end
     if past and waiting(job) then
       code = '2'

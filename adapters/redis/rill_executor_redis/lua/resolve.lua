@@ -20,7 +20,14 @@ if (live and force ~= '1') or (action == 'reuse' and result == '' and not commit
 end
 
 local fence = us(tonumber(job[FENCE]) + 1)
+-- the job's own retention, as its finish recorded it (recorded_retention), else the argument
 retention = tonumber(retention)
+if job[STATE] ~= 'processing' and job[RETAIN_UNTIL] and job[FINISHED_AT] then
+  local recorded = tonumber(job[RETAIN_UNTIL]) - tonumber(job[FINISHED_AT])
+  if recorded > 0 then
+    retention = recorded
+  end
+end
 local state, retryable, retain_until = 'failed', '0', now + retention
 if action == 'reuse' then
   state, retryable, err, result = 'succeeded', false, '', result ~= '' and result or job[RESULT]

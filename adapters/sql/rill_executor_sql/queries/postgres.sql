@@ -214,7 +214,7 @@ FROM rill_jobs j WHERE j.job_id = CAST(%(job_id)s AS varchar)
 -- name: purge
 -- Deletes up to %(limit)s of a namespace's records past retention after the cursor, in job
 -- id order, skipping rows a claim holds locked: ended with retain_until passed, or
--- processing with the lease run out %(dangling_us)s ago. A record with a pending notice
+-- processing with the lease run out %(dangling_us)s ago (or released by a redo as long ago). A record with a pending notice
 -- (notice_due set) is kept and counted. Each deleted job's last fence stays in rill_fences
 -- for one retention (its own, at least %(dangling_us)s), and as many of the namespace's
 -- fences kept that long go. The cursor is the last job id picked when the batch was full.
@@ -225,7 +225,10 @@ WITH clock AS (
     FROM rill_jobs j, clock
     WHERE j.namespace = CAST(%(namespace)s AS varchar)
       AND j.job_id > CAST(%(after)s AS varchar)
-      AND ((j.state <> 'processing' AND coalesce(j.retain_until, 0) <= clock.now_us)
+      AND ((j.state <> 'processing' AND coalesce(j.retain_until, 0) <= clock.now_us
+            -- a record a redo released (retain_until = finished_at) is kept as a dangling one
+            AND (coalesce(j.retain_until, 0) <> coalesce(j.finished_at, 0)
+              OR coalesce(j.finished_at, 0) + CAST(%(dangling_us)s AS bigint) <= clock.now_us))
         OR (j.state = 'processing'
             AND coalesce(j.lease_until, 0) + CAST(%(dangling_us)s AS bigint) <= clock.now_us))
     ORDER BY j.job_id
