@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -55,6 +55,7 @@ from . import _tracing as tracing
 from ._callbacks import output_of
 from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
+from ._engines import Engines
 from ._handoff import HandOffs
 from ._redrive import Redriver, kept_dispatch
 from ._task import CallbackTooLarge, HandOffNeedsAsync, Task, stored_form
@@ -106,11 +107,14 @@ class RillFlowExecutor:
         prefix: str = "/rill",
         lease: Seconds = timedelta(seconds=10),
         max_redrives: int = 3,
+        engines: Iterable[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.engines = Engines(engines)
         self.join = to_us(join, "join") / 1e6
         self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
         self.deliverer = deliverer or Deliverer(ledger)
+        self.deliverer.engines = self.engines
         self.deliverer.redrive = Redriver(ledger, self._restart, max_redrives, self.lease)
         self.router = APIRouter()
         self._max_body = max_body_bytes
@@ -179,6 +183,7 @@ class RillFlowExecutor:
                 max_bytes=self._max_body,
                 method=request.method,
             )
+            self._check_callback(dispatch, request)
             payload = task.payload(dispatch)
             # The business key, checked before anything is claimed: one the store cannot
             # take (too long, a newline) comes from the dispatch, so it is the engine's 400.
@@ -194,6 +199,15 @@ class RillFlowExecutor:
             if dispatch.is_async:
                 return await self._accept(task, dispatch, payload, identity)
             return await self._answer(task, dispatch, payload)
+
+    def _check_callback(self, dispatch: Dispatch, request: Request) -> None:
+        """An async dispatch's result is posted to its callback URL: one outside the engines
+        (see ``_engines``) is refused before anything is claimed."""
+        if dispatch.is_async and dispatch.callback_url is not None:
+            peer = request.client.host if request.client is not None else None
+            refusal = self.engines.refusal(dispatch.callback_url, peer or "")
+            if refusal is not None:
+                raise BadDispatch(refusal)
 
     async def _answer(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
         """The sync pattern: the task's output, or a failure the engine will retry."""

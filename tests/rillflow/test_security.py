@@ -1,0 +1,193 @@
+"""The executor's boundary against a hostile network: callbacks only to the engines, bounded
+bodies, one spelling per token, bounded leases and event logs, no 5xx on any input.
+
+Requests go through httpx's ASGI transport (its peer is 127.0.0.1) to an app on the memory
+store, or over real HTTP to an in-process or subprocess server where the wire matters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from pydantic import BaseModel
+
+from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobStatus
+from rill_executor._notices import Watch
+from rill_executor.rillflow import Deliverer, Delivery, RillFlowExecutor, status_router
+from rill_executor.testing.rillflow import serve_app
+
+SECRET = "render-farm-secret-0123456789abcdef"
+OPERATOR = "operator-token-0123456789"
+T = TypeVar("T")
+ENGINE = "http://127.0.0.1:9/flow/trigger.json?execution_id=E1&task_name=T&ts=1"
+
+
+class Frame(BaseModel):
+    scene: str
+    frame: int
+
+
+class Service:
+    """An executor on the memory store whose handler hands its work off (a token per key)."""
+
+    def __init__(self, engines: list[str] | None = None) -> None:
+        self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET, engines=engines)
+        self.tokens: dict[str, str] = {}
+        self.app = FastAPI(lifespan=self.executor.lifespan)
+
+        @self.executor.task("/render", key=lambda job: f"{job.scene}:{job.frame}", name="render")
+        async def render(job: Frame) -> dict[str, Any]:
+            self.tokens[f"{job.scene}:{job.frame}"] = self.executor.hand_off(3600)
+            raise HandedOff()
+
+        self.app.include_router(self.executor.router)
+        self.app.include_router(status_router([self.ledger], tokens={OPERATOR: ["render"]}))
+
+    def client(self) -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.app)
+        return httpx.AsyncClient(transport=transport, base_url="http://executor")
+
+    async def dispatch(
+        self, http: httpx.AsyncClient, callback: str, frame: int = 1
+    ) -> httpx.Response:
+        return await http.post(
+            "/render?execution_id=E1&name=render",
+            json={"execution_id": "E1", "scene": "S", "frame": frame},
+            headers={"X-Mode": "async", "X-Callback-Url": callback},
+        )
+
+    async def status(self, key: str = "S:1") -> JobStatus | None:
+        return await self.ledger.status(key, handler="render")
+
+
+@pytest.fixture
+def service() -> Service:
+    return Service()
+
+
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(scenario())
+
+
+# 1. Callbacks go only to the engines.
+
+
+@pytest.mark.parametrize(
+    "callback",
+    [
+        "not a url",
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:70/x",
+        "http://10.0.0.7:8080/internal/admin",  # not the dispatch's sender
+        "http://user@127.0.0.1:9/flow/trigger.json",
+        "http://127.0.0.1:99999/x",
+    ],
+)
+def test_a_callback_url_outside_the_engines_is_refused_and_claims_nothing(
+    service: Service, callback: str
+) -> None:
+    async def scenario() -> tuple[httpx.Response, JobStatus | None]:
+        async with service.client() as http:
+            answer = await service.dispatch(http, callback)
+        return answer, await service.status()
+
+    answer, status = run(scenario)
+    assert answer.status_code == 400, answer.text
+    assert "callback URL" in answer.json()["error_msg"]
+    assert status is None
+
+
+def test_without_engines_the_dispatch_sender_is_the_engine(service: Service) -> None:
+    async def scenario() -> httpx.Response:
+        async with service.client() as http:  # the ASGI transport's peer is 127.0.0.1
+            answer = await service.dispatch(http, ENGINE)
+        await service.executor.drain()
+        return answer
+
+    answer = run(scenario)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["state"] == "accepted"
+
+
+def test_named_engines_are_the_only_callback_targets() -> None:
+    service = Service(engines=["http://rill-flow:8080/flow", "engine-b.internal"])
+    good = [
+        "http://rill-flow:8080/flow/trigger.json?ts=1",
+        "https://engine-b.internal/flow/trigger.json",
+        "http://ENGINE-B.internal:8081/x",
+    ]
+    bad = [
+        ENGINE,  # the sender itself, once engines are named
+        "https://rill-flow:8080/flow/trigger.json",  # another scheme
+        "http://rill-flow:8081/flow/trigger.json",  # another port
+        "http://rill-flow:8080/flowers",  # outside the base path
+        "http://rill-flow.evil:8080/flow/trigger.json",
+    ]
+
+    async def scenario() -> None:
+        async with service.client() as http:
+            for n, url in enumerate(good):
+                answer = await service.dispatch(http, url, frame=n)
+                assert answer.status_code == 200, (url, answer.text)
+            for n, url in enumerate(bad, start=10):
+                answer = await service.dispatch(http, url, frame=n)
+                assert answer.status_code == 400, (url, answer.text)
+                assert await service.status(f"S:{n}") is None
+        await service.executor.drain()
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("engines", ["http://rill-flow:8080", [], ["ftp://x"], ["a/b"], [3]])
+def test_bad_engines_are_a_config_error(engines: Any) -> None:
+    with pytest.raises(ConfigError):
+        RillFlowExecutor(AsyncLedger("memory://", namespace="render"), engines=engines)
+
+
+def test_the_deliverer_never_posts_outside_the_engines() -> None:
+    """A notice stored with a URL outside the engines (before they were named, say) is
+    dropped unsent; one to an engine is sent."""
+    posted: list[str] = []
+    sink = FastAPI()
+
+    @sink.post("/{path:path}")
+    async def take(path: str, request: Request) -> dict[str, str]:
+        posted.append(path)
+        return {"result": "ok"}
+
+    async def scenario(url: str) -> dict[str, Delivery]:
+        ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        executor = RillFlowExecutor(ledger, engines=[f"{url}/flow"])
+        for key, target in (("a", f"{url}/internal/admin"), ("b", f"{url}/flow/trigger.json")):
+            claim = await ledger.claim(key, watch=Watch(f"E/{key}", {"url": target}))
+            assert isinstance(claim, AsyncClaim)
+            await claim.commit({"done": key})
+        done = {d.key: d for d in await executor.deliverer.deliver()}
+        await executor.deliverer.stop()
+        return done
+
+    with serve_app(sink) as url:
+        done = asyncio.run(scenario(url))
+    assert posted == ["flow/trigger.json"]
+    assert done["a"].classification == "refused" and "not sent" in done["a"].detail
+
+
+def test_a_deliverer_alone_sends_only_http_urls() -> None:
+    async def scenario() -> Delivery:
+        ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        claim = await ledger.claim("a", watch=Watch("E/a", {"url": "file:///etc/passwd"}))
+        assert isinstance(claim, AsyncClaim)
+        await claim.commit({"done": 1})
+        deliverer = Deliverer(ledger)
+        (done,) = await deliverer.deliver()
+        await deliverer.stop()
+        return done
+
+    done = run(scenario)
+    assert done.classification == "refused" and "not an http(s) URL" in done.detail
