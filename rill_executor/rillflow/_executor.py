@@ -52,6 +52,7 @@ from .._ledger import AsyncLedger
 from .._notices import Watch
 from .._outcomes import Conflict, InProgress
 from . import _tracing as tracing
+from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import output_of
 from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
@@ -120,7 +121,7 @@ class RillFlowExecutor:
         self._max_body = max_body_bytes
         self._running: set[asyncio.Task[Any]] = set()
         self._tasks: dict[str, Task] = {}
-        self._handoffs = HandOffs(ledger, self._tasks, self.deliverer, token_secret)
+        self._handoffs = HandOffs(ledger, self._tasks, self.deliverer, token_secret, max_body_bytes)
         if token_secret is not None:
             self._handoffs.mount(self.router, prefix)
 
@@ -176,10 +177,16 @@ class RillFlowExecutor:
 
     async def _serve(self, task: Task, request: Request) -> JSONResponse:
         try:
+            body = await read_body(request, self._max_body)
+        except BodyTooLarge as exc:
+            return refused_body(exc)
+        except BadLength as exc:
+            return _bad(exc)
+        try:
             dispatch = parse_dispatch(
                 dict(request.query_params),
                 request.headers,
-                await request.body(),
+                body,
                 max_bytes=self._max_body,
                 method=request.method,
             )

@@ -27,8 +27,10 @@ from .._errors import ConfigError, StaleAttempt, StoreError, UsageError
 from .._events import TOKEN_REFUSED
 from .._idempotent import current
 from .._ledger import AsyncLedger
+from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import body_text, output_of, too_large
 from ._deliverer import Deliverer
+from ._dispatch import MAX_DISPATCH_BYTES
 from ._task import CallbackTooLarge, HandOffNeedsAsync, Task
 from ._task import running as running_now
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
@@ -36,6 +38,9 @@ from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 __all__ = ["HandOffs"]
 
 log = logging.getLogger("rill_executor.rillflow")
+
+MAX_HEARTBEAT_BYTES = 1024
+"""A heartbeat's body is ``{"lease": seconds}``: anything longer is refused (413)."""
 
 
 def _token_error(status: int, reason: str, message: str) -> JSONResponse:
@@ -82,8 +87,10 @@ class HandOffs:
         tasks: dict[str, Task],
         deliverer: Deliverer,
         token_secret: str | bytes | None,
+        max_body_bytes: int = MAX_DISPATCH_BYTES,
     ) -> None:
         self.ledger = ledger
+        self._max_body = max_body_bytes
         self._tasks = tasks
         self.deliverer = deliverer
         self.tokens: CompletionTokens | None = None
@@ -143,12 +150,12 @@ class HandOffs:
         async def complete(
             request: Request, authorization: typing.Annotated[str | None, Header()] = None
         ) -> JSONResponse:
-            return await self._complete(authorization, await request.body())
+            return await self._complete(authorization, request)
 
         async def heartbeat(
             request: Request, authorization: typing.Annotated[str | None, Header()] = None
         ) -> JSONResponse:
-            return await self._heartbeat(authorization, await request.body())
+            return await self._heartbeat(authorization, request)
 
         router.add_api_route(f"{prefix}/complete", complete, methods=["POST"])
         router.add_api_route(f"{prefix}/heartbeat", heartbeat, methods=["POST"])
@@ -206,11 +213,24 @@ class HandOffs:
             outputs=self.ledger.outputs,
         )
 
-    async def _complete(self, authorization: str | None, body: bytes) -> JSONResponse:
+    async def _body(self, request: Request, limit: int) -> bytes | JSONResponse:
+        """The body of a request whose token was verified (none is read before), within
+        ``limit``: 413 over it."""
+        try:
+            return await read_body(request, limit)
+        except BodyTooLarge as exc:
+            return refused_body(exc)
+        except BadLength as exc:
+            return _token_error(400, "bad_body", str(exc))
+
+    async def _complete(self, authorization: str | None, request: Request) -> JSONResponse:
         """Commit (or fail) the attempt a token names, through its fence."""
         claims = await self._verified(authorization, "complete")
         if isinstance(claims, JSONResponse):
             return claims
+        body = await self._body(request, self._max_body)
+        if isinstance(body, JSONResponse):
+            return body
         try:
             report = _Report.model_validate_json(body)
         except ValidationError as exc:
@@ -249,11 +269,14 @@ class HandOffs:
             raise
         await claim._finish(completion, "commit")
 
-    async def _heartbeat(self, authorization: str | None, body: bytes) -> JSONResponse:
+    async def _heartbeat(self, authorization: str | None, request: Request) -> JSONResponse:
         """Extend the lease by ``lease`` seconds, or by the token's remaining time."""
         claims = await self._verified(authorization, "heartbeat")
         if isinstance(claims, JSONResponse):
             return claims
+        body = await self._body(request, MAX_HEARTBEAT_BYTES)
+        if isinstance(body, JSONResponse):
+            return body
         try:
             asked = _Beat.model_validate_json(body or b"{}").lease
         except ValidationError as exc:

@@ -8,8 +8,13 @@ store, or over real HTTP to an in-process or subprocess server where the wire ma
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import re
+import select
+import socket
+from collections.abc import AsyncIterator, Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -20,6 +25,8 @@ from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobSt
 from rill_executor._notices import Watch
 from rill_executor.rillflow import Deliverer, Delivery, RillFlowExecutor, status_router
 from rill_executor.testing.rillflow import serve_app
+
+from .service import ExecutorService
 
 SECRET = "render-farm-secret-0123456789abcdef"
 OPERATOR = "operator-token-0123456789"
@@ -191,3 +198,123 @@ def test_a_deliverer_alone_sends_only_http_urls() -> None:
 
     done = run(scenario)
     assert done.classification == "refused" and "not an http(s) URL" in done.detail
+
+
+# 3. Bodies are read only up to their limit.
+
+MB = 1024 * 1024
+CHUNK = 64 * 1024
+
+
+class Flood:
+    """A chunked body that would be ``total`` bytes; counts what was taken from it."""
+
+    def __init__(self, total: int = 200 * MB) -> None:
+        self.total = total
+        self.taken = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunk = b" " * CHUNK
+        while self.taken < self.total:
+            self.taken += CHUNK
+            yield chunk
+
+
+def _token_of(service: Service) -> str:
+    async def scenario() -> str:
+        async with service.client() as http:
+            assert (await service.dispatch(http, ENGINE)).status_code == 200
+        await service.executor.drain()
+        return service.tokens["S:1"]
+
+    return run(scenario)
+
+
+@pytest.mark.parametrize("route", ["dispatch", "complete", "heartbeat", "unauthenticated"])
+def test_a_chunked_body_is_cut_at_the_limit(service: Service, route: str) -> None:
+    """A 200 MB chunked body is read only up to the route's limit (413); a request without a
+    valid token is answered 401 before its body is read."""
+    token = _token_of(service)
+    flood = Flood()
+    path, auth = {
+        "dispatch": ("/render?execution_id=E2&name=render", None),
+        "complete": ("/rill/complete", token),
+        "heartbeat": ("/rill/heartbeat", token),
+        "unauthenticated": ("/rill/complete", "not-a-token"),
+    }[route]
+    headers = {"Authorization": f"Bearer {auth}"} if auth else {}
+
+    async def scenario() -> httpx.Response:
+        async with service.client() as http:
+            return await http.post(path, content=flood, headers=headers)
+
+    answer = run(scenario)
+    assert answer.status_code == (401 if route == "unauthenticated" else 413), answer.text
+    assert flood.taken <= MB + 2 * CHUNK
+
+
+@pytest.mark.parametrize("path", ["/render?execution_id=E&name=render", "/rill/complete"])
+def test_a_declared_length_over_the_limit_is_refused_at_once(service: Service, path: str) -> None:
+    """Over real HTTP: a ``Content-Length`` of 200 MB, and no body sent, is answered 413."""
+    token = _token_of(service)
+    with serve_app(service.app) as url:
+        host, port = urlsplit(url).netloc.split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {200 * MB}\r\n\r\n".encode()
+            )
+            head = sock.recv(4096).decode(errors="replace")
+    assert head.startswith("HTTP/1.1 413"), head
+
+
+def _peak_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1))  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+def test_a_200_mb_body_leaves_the_worker_memory_where_it_was(tmp_path: Path) -> None:
+    """The example app under uvicorn (one worker, SQLite): a 200 MB chunked dispatch is
+    answered 413 and the worker's peak memory stays within a few MB of its idle figure."""
+    service = ExecutorService(f"sqlite:///{tmp_path}/jobs.db", tmp_path, workers=1).start()
+    try:
+        assert service._process is not None
+        pid = service._process.pid
+        idle = _peak_kb(pid)
+        head, sent = _flood(service.port, 200 * MB)
+        grown = _peak_kb(pid) - idle
+    finally:
+        service.stop()
+    assert head.startswith("HTTP/1.1 413"), head
+    assert grown < 8 * 1024, f"the worker's peak memory grew by {grown} kB"
+    assert sent < 50 * MB, f"the server read {sent} bytes before answering"
+
+
+def _flood(port: int, total: int) -> tuple[str, int]:
+    """POST ``total`` bytes chunked to the example's task until the server answers or
+    drops the connection: its answer's head and how many bytes went out."""
+    chunk = b"%x\r\n%s\r\n" % (MB, b" " * MB)
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /segments?execution_id=E&name=segment HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        )
+        sock.setblocking(False)
+        while sent < total:
+            ready, _, _ = select.select([sock], [sock], [], 10)
+            if ready:
+                break  # the answer is in
+            try:
+                sent += sock.send(chunk)
+            except BlockingIOError:
+                continue
+            except OSError:
+                break  # the server closed the connection
+        sock.setblocking(True)
+        try:
+            head = sock.recv(4096).decode(errors="replace")
+        except OSError as exc:
+            head = f"no answer: {exc}"
+    return head, sent
