@@ -11,6 +11,7 @@ import asyncio
 import re
 import select
 import socket
+import string
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobStatus
 from rill_executor._notices import Watch
 from rill_executor.rillflow import Deliverer, Delivery, RillFlowExecutor, status_router
+from rill_executor.rillflow._tokens import _unb64
 from rill_executor.testing.rillflow import serve_app
 
 from .service import ExecutorService
@@ -318,3 +320,50 @@ def _flood(port: int, total: int) -> tuple[str, int]:
         except OSError as exc:
             head = f"no answer: {exc}"
     return head, sent
+
+
+# 4. One spelling per token.
+
+
+_ALPHABET = string.ascii_letters + string.digits + "-_"
+
+
+def _same_bytes(text: str) -> str:
+    """``text`` with its last character changed, decoding to the same bytes (its unused
+    low bits differ); ``text`` itself when it has no unused bits."""
+    decoded = _unb64(text)
+    for c in _ALPHABET:
+        if c != text[-1] and _unb64(text[:-1] + c) == decoded:
+            return text[:-1] + c
+    return text
+
+
+def _respellings(token: str) -> list[str]:
+    head, _, tail = token.partition(".")
+    spelled = [
+        f"{head}.{_same_bytes(tail)}",
+        f"{_same_bytes(head)}.{tail}",
+        f"{token}!!",
+        f"{token}==",
+        f"{head}==.{tail}",
+        f"{head}.{tail[:10]}\n{tail[10:]}",
+    ]
+    return [t for t in spelled if t != token]
+
+
+def test_a_token_is_accepted_in_its_one_spelling(service: Service) -> None:
+    token = _token_of(service)
+
+    async def scenario() -> tuple[int, list[int]]:
+        async with service.client() as http:
+            beat = "/rill/heartbeat"
+            respelled = [
+                (await http.post(beat, json={}, headers={"Authorization": f"Bearer {t}"}))
+                for t in _respellings(token)
+            ]
+            genuine = await http.post(beat, json={}, headers={"Authorization": f"Bearer {token}"})
+        return genuine.status_code, [a.status_code for a in respelled]
+
+    genuine, respelled = run(scenario)
+    assert genuine == 200
+    assert respelled == [401] * len(respelled)
