@@ -367,3 +367,14 @@ def test_a_token_is_accepted_in_its_one_spelling(service: Service) -> None:
     genuine, respelled = run(scenario)
     assert genuine == 200
     assert respelled == [401] * len(respelled)
+
+
+# 5. A namespace given as a string.
+
+
+@pytest.mark.parametrize("namespaces", ["orders-eu", b"orders", 3])
+def test_a_string_where_namespaces_are_meant_is_a_config_error(namespaces: Any) -> None:
+    ledger = AsyncLedger("memory://", namespace="orders")
+    with pytest.raises(ConfigError, match="collection of namespaces"):
+        status_router([ledger], tokens={OPERATOR: namespaces})
+
