@@ -73,9 +73,15 @@ class _Report(BaseModel):
         return self
 
 
+MIN_HEARTBEAT_LEASE = 1.0
+MAX_HEARTBEAT_LEASE = 7 * 24 * 3600.0
+"""The lease a heartbeat may ask for, in seconds: at least 1 s (a shorter one would end the
+attempt's lease at once), at most 7 days; a non-finite number is refused."""
+
+
 class _Beat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    lease: float | None = Field(default=None, gt=0)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    lease: float | None = Field(default=None, ge=MIN_HEARTBEAT_LEASE, le=MAX_HEARTBEAT_LEASE)
 
 
 class HandOffs:

@@ -378,3 +378,31 @@ def test_a_string_where_namespaces_are_meant_is_a_config_error(namespaces: Any) 
     with pytest.raises(ConfigError, match="collection of namespaces"):
         status_router([ledger], tokens={OPERATOR: namespaces})
 
+
+# 6. Heartbeat leases are bounded.
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"lease": 1e15}',
+        b'{"lease": 1e400}',
+        b'{"lease": Infinity}',
+        b'{"lease": NaN}',
+        b'{"lease": 0.000001}',
+        b'{"lease": -5}',
+        b'{"lease": 604801}',
+    ],
+)
+def test_a_heartbeat_lease_out_of_bounds_is_refused(service: Service, body: bytes) -> None:
+    token = _token_of(service)
+
+    async def scenario() -> httpx.Response:
+        async with service.client() as http:
+            return await http.post(
+                "/rill/heartbeat", content=body, headers={"Authorization": f"Bearer {token}"}
+            )
+
+    answer = run(scenario)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["reason"] == "bad_body"
