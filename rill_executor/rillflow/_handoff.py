@@ -39,6 +39,10 @@ __all__ = ["HandOffs"]
 
 log = logging.getLogger("rill_executor.rillflow")
 
+_FORGED_LOG_EVERY = 60.0  # seconds between two log lines counting forged tokens
+_MAX_EVENT_FIELD = 128  # a refused token's entry: each field capped (the detail longer)
+_MAX_EVENT_DETAIL = 500
+
 MAX_HEARTBEAT_BYTES = 1024
 """A heartbeat's body is ``{"lease": seconds}``: anything longer is refused (413)."""
 
@@ -107,6 +111,9 @@ class HandOffs:
             self.tokens = None if token_secret is None else CompletionTokens(token_secret)
         except ConfigError as exc:
             self.problem = exc
+        self.forged = 0
+        """How many tokens were refused for a signature that does not verify."""
+        self._forged_logged = -_FORGED_LOG_EVERY
         self._asked: dict[str, float] = {}  # attempt id -> lease end (epoch s) it asked for
         self._beats: set[asyncio.Task[Any]] = set()
 
@@ -176,10 +183,12 @@ class HandOffs:
                 )
             claims = self.tokens.verify(token)
         except InvalidToken as exc:
-            log.warning("completion token refused (%s): %s", exc.reason, exc)
-            if exc.claims is not None and self._ours(exc.claims):
-                unverified = " (what an unverified token claims)" if exc.reason == "forged" else ""
-                await self._refused(exc.claims, exc.reason, f"{use}{unverified}: {exc}")
+            if exc.reason == "forged":  # unverified: nothing it claims is written anywhere
+                self._forged_seen()
+            else:
+                log.warning("completion token refused (%s): %s", exc.reason, exc)
+                if exc.claims is not None and self._ours(exc.claims):
+                    await self._refused(exc.claims, exc.reason, f"{use}: {exc}")
             return _token_error(401, exc.reason, str(exc))
         if not self._ours(claims):
             return _token_error(
@@ -188,6 +197,17 @@ class HandOffs:
                 f"no handler {claims.handler!r} in namespace {claims.namespace!r} here",
             )
         return claims
+
+    def _forged_seen(self) -> None:
+        """Count a token whose signature does not verify; log the count at most once a
+        minute (a flood of them must not flood the log either)."""
+        self.forged += 1
+        now = time.monotonic()
+        if now - self._forged_logged >= _FORGED_LOG_EVERY:
+            self._forged_logged = now
+            log.warning(
+                "completion tokens refused, their signature not verifying: %d so far", self.forged
+            )
 
     def _ours(self, claims: TokenClaims) -> bool:
         return claims.namespace == self.ledger.namespace and claims.handler in self._tasks
@@ -200,10 +220,10 @@ class HandOffs:
             await self.ledger.record_event(
                 claims.key,
                 TOKEN_REFUSED,
-                attempt_id=claims.attempt_id,
+                attempt_id=claims.attempt_id[:_MAX_EVENT_FIELD],
                 fence=claims.fence,
-                reason=reason,
-                detail=detail,
+                reason=reason[:_MAX_EVENT_FIELD],
+                detail=detail[:_MAX_EVENT_DETAIL],
             )
         except (StoreError, UsageError) as exc:
             log.warning("refused token not recorded for %r: %s", claims.key, exc)

@@ -14,6 +14,7 @@ import socket
 import string
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -24,7 +25,13 @@ from pydantic import BaseModel
 
 from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobStatus
 from rill_executor._notices import Watch
-from rill_executor.rillflow import Deliverer, Delivery, RillFlowExecutor, status_router
+from rill_executor.rillflow import (
+    CompletionTokens,
+    Deliverer,
+    Delivery,
+    RillFlowExecutor,
+    status_router,
+)
 from rill_executor.rillflow._tokens import _unb64
 from rill_executor.testing.rillflow import serve_app
 
@@ -406,3 +413,45 @@ def test_a_heartbeat_lease_out_of_bounds_is_refused(service: Service, body: byte
     answer = run(scenario)
     assert answer.status_code == 400, answer.text
     assert answer.json()["reason"] == "bad_body"
+
+
+# 2. No write without a verified token.
+
+
+def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
+    """70 tokens signed with another secret, each claiming the genuine job with a 40 KB
+    attempt id: the job's event log stays empty; an expired genuine token is recorded,
+    bounded."""
+    token = _token_of(service)
+    genuine = service.executor._handoffs.tokens
+    assert genuine is not None
+    claims = genuine.verify(token)
+    other = CompletionTokens("another-secret-0123456789abcdef-0123456789")
+
+    def forged(n: int) -> str:
+        claim = SimpleNamespace(
+            namespace=claims.namespace,
+            key=claims.key,
+            job_id=claims.job_id,
+            attempt_id="x" * 40_000 + str(n),
+            fence=claims.fence,
+        )
+        return other.issue(claim, handler=claims.handler, ttl=60)  # type: ignore[arg-type]
+
+    async def scenario() -> list[int]:
+        async with service.client() as http:
+            return [
+                (
+                    await http.post(
+                        "/rill/complete",
+                        json={"result": {"fake": n}},
+                        headers={"Authorization": f"Bearer {forged(n)}"},
+                    )
+                ).status_code
+                for n in range(70)
+            ]
+
+    assert run(scenario) == [401] * 70
+    status = run(service.status)
+    assert status is not None and status.events == ()
+    assert service.executor._handoffs.forged == 70
