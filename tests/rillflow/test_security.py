@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from fastapi import FastAPI, Request
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobStatus
@@ -455,3 +457,72 @@ def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
     status = run(service.status)
     assert status is not None and status.events == ()
     assert service.executor._handoffs.forged == 70
+
+
+# Any input: never a 5xx, never a traceback.
+
+_PRINTABLE = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=80)
+_HEADERS = [
+    "X-Mode",
+    "X-Callback-Url",
+    "Authorization",
+    "Content-Type",
+    "Content-Length",
+    "traceparent",
+    "tracestate",
+    "X-Flow-Server",
+    "Transfer-Encoding",
+]
+_PATHS = ["/render", "/rill/complete", "/rill/heartbeat", "/rill/jobs/render/S:1"]
+_QUERY = ["execution_id", "name", "handler", "x"]
+_FUZZED = Service()
+_TOKEN = _token_of(_FUZZED)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    method=st.sampled_from(["POST", "GET", "PUT"]),
+    path=st.sampled_from(_PATHS),
+    query=st.lists(
+        st.tuples(st.sampled_from(["execution_id", "name", "handler", "x"]), st.text(max_size=30)),
+        max_size=4,
+    ),
+    headers=st.dictionaries(
+        st.sampled_from(_HEADERS),
+        st.one_of(_PRINTABLE, st.sampled_from(["async", "Bearer " + _TOKEN, ENGINE, "1e400"])),
+        max_size=6,
+    ),
+    auth=st.one_of(st.none(), st.just(f"Bearer {_TOKEN}"), _PRINTABLE),
+    body=st.one_of(
+        st.binary(max_size=400),
+        st.sampled_from([b'{"lease": 1e400}', b'{"result": 1}', b'{"error": "x"}', b"[]"]),
+    ),
+)
+@example(  # the known cases, besides what is drawn
+    method="POST",
+    path="/rill/heartbeat",
+    query=[],
+    headers={},
+    auth=f"Bearer {_TOKEN}",
+    body=b'{"lease": 1e400}',
+)
+def test_no_input_gets_a_server_error(
+    method: str,
+    path: str,
+    query: list[tuple[str, str]],
+    headers: dict[str, str],
+    auth: str | None,
+    body: bytes,
+) -> None:
+    if auth is not None:
+        headers["Authorization"] = auth
+    headers.pop("Content-Length", None)  # httpx sets the true one; a false one is the wire's
+    headers.pop("Transfer-Encoding", None)
+
+    async def scenario() -> httpx.Response:
+        async with _FUZZED.client() as http:
+            params = httpx.QueryParams(query)
+            return await http.request(method, path, params=params, headers=headers, content=body)
+
+    answer = run(scenario)
+    assert answer.status_code < 500, answer.text
