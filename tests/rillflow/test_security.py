@@ -521,7 +521,7 @@ def test_no_input_gets_a_server_error(
 
     async def scenario() -> httpx.Response:
         async with _FUZZED.client() as http:
-            params = httpx.QueryParams(query)
+            params = httpx.QueryParams(tuple(query))
             return await http.request(method, path, params=params, headers=headers, content=body)
 
     answer = run(scenario)
