@@ -44,8 +44,14 @@ LEASE = float(os.environ.get("RILL_LEASE", "10"))
 ledger = AsyncLedger(
     os.environ.get("RILL_STORE", "sqlite:///jobs.db"), namespace="segments", lease=LEASE
 )
+# Where callbacks may go: the engine's base URLs or hosts, comma-separated (unset: only the
+# dispatch's own sender; see "Security" in docs/rillflow.md).
+ENGINES = [e for e in os.environ.get("RILL_ENGINES", "").split(",") if e.strip()] or None
 executor = RillFlowExecutor(
-    ledger, lease=timedelta(seconds=LEASE), token_secret=os.environ.get("RILL_TOKEN_SECRET")
+    ledger,
+    lease=timedelta(seconds=LEASE),
+    token_secret=os.environ.get("RILL_TOKEN_SECRET"),
+    engines=ENGINES,
 )
 app = FastAPI(lifespan=executor.lifespan)
 app.include_router(executor.router)

@@ -38,6 +38,7 @@ from ._callbacks import (
     retry_delay,
     settle_as,
 )
+from ._engines import Engines
 from ._redrive import Redriver
 
 __all__ = ["Deliverer", "Delivery"]
@@ -76,6 +77,8 @@ class Deliverer:
         self.ledger = ledger
         self.redrive = redrive or Redriver(ledger, None)
         """What to do with a lapse notice; ``RillFlowExecutor`` sets its own."""
+        self.engines = Engines(None)
+        """Where callbacks may go; ``RillFlowExecutor`` sets its own (``engines=``)."""
         self.owner = owner or f"deliverer-{secrets.token_hex(6)}"
         self._lease = timedelta(microseconds=to_us(lease, "lease"))
         self._batch = batch
@@ -144,6 +147,9 @@ class Deliverer:
     ) -> tuple[CallbackClass, str, tuple[int | None, str | None, str | None]]:
         """Send one callback: what its answer means, a detail for the record, and for the
         span its HTTP status, the engine's error code and the ``error.type`` of a failure."""
+        refusal = self.engines.refusal(callback.url)
+        if refusal is not None:  # stored before the engines were named, or not by a dispatch
+            return CallbackClass.REFUSED, f"not sent: {refusal}", (None, None, "NotAllowed")
         headers = {"Content-Type": "application/json", **tracing.callback_headers()}
         try:
             answer = await self._client.post(callback.url, content=callback.body, headers=headers)

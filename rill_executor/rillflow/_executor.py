@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -52,9 +52,11 @@ from .._ledger import AsyncLedger
 from .._notices import Watch
 from .._outcomes import Conflict, InProgress
 from . import _tracing as tracing
+from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import output_of
 from ._deliverer import Deliverer
 from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
+from ._engines import Engines
 from ._handoff import HandOffs
 from ._redrive import Redriver, kept_dispatch
 from ._task import CallbackTooLarge, HandOffNeedsAsync, Task, stored_form
@@ -106,17 +108,20 @@ class RillFlowExecutor:
         prefix: str = "/rill",
         lease: Seconds = timedelta(seconds=10),
         max_redrives: int = 3,
+        engines: Iterable[str] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.engines = Engines(engines)
         self.join = to_us(join, "join") / 1e6
         self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
         self.deliverer = deliverer or Deliverer(ledger)
+        self.deliverer.engines = self.engines
         self.deliverer.redrive = Redriver(ledger, self._restart, max_redrives, self.lease)
         self.router = APIRouter()
         self._max_body = max_body_bytes
         self._running: set[asyncio.Task[Any]] = set()
         self._tasks: dict[str, Task] = {}
-        self._handoffs = HandOffs(ledger, self._tasks, self.deliverer, token_secret)
+        self._handoffs = HandOffs(ledger, self._tasks, self.deliverer, token_secret, max_body_bytes)
         if token_secret is not None:
             self._handoffs.mount(self.router, prefix)
 
@@ -172,13 +177,20 @@ class RillFlowExecutor:
 
     async def _serve(self, task: Task, request: Request) -> JSONResponse:
         try:
+            body = await read_body(request, self._max_body)
+        except BodyTooLarge as exc:
+            return refused_body(exc)
+        except BadLength as exc:
+            return _bad(exc)
+        try:
             dispatch = parse_dispatch(
                 dict(request.query_params),
                 request.headers,
-                await request.body(),
+                body,
                 max_bytes=self._max_body,
                 method=request.method,
             )
+            self._check_callback(dispatch, request)
             payload = task.payload(dispatch)
             # The business key, checked before anything is claimed: one the store cannot
             # take (too long, a newline) comes from the dispatch, so it is the engine's 400.
@@ -194,6 +206,15 @@ class RillFlowExecutor:
             if dispatch.is_async:
                 return await self._accept(task, dispatch, payload, identity)
             return await self._answer(task, dispatch, payload)
+
+    def _check_callback(self, dispatch: Dispatch, request: Request) -> None:
+        """An async dispatch's result is posted to its callback URL: one outside the engines
+        (see ``_engines``) is refused before anything is claimed."""
+        if dispatch.is_async and dispatch.callback_url is not None:
+            peer = request.client.host if request.client is not None else None
+            refusal = self.engines.refusal(dispatch.callback_url, peer or "")
+            if refusal is not None:
+                raise BadDispatch(refusal)
 
     async def _answer(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
         """The sync pattern: the task's output, or a failure the engine will retry."""

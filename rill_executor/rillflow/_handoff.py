@@ -27,8 +27,10 @@ from .._errors import ConfigError, StaleAttempt, StoreError, UsageError
 from .._events import TOKEN_REFUSED
 from .._idempotent import current
 from .._ledger import AsyncLedger
+from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import body_text, output_of, too_large
 from ._deliverer import Deliverer
+from ._dispatch import MAX_DISPATCH_BYTES
 from ._task import CallbackTooLarge, HandOffNeedsAsync, Task
 from ._task import running as running_now
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
@@ -36,6 +38,13 @@ from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 __all__ = ["HandOffs"]
 
 log = logging.getLogger("rill_executor.rillflow")
+
+_FORGED_LOG_EVERY = 60.0  # seconds between two log lines counting forged tokens
+_MAX_EVENT_FIELD = 128  # a refused token's entry: each field capped (the detail longer)
+_MAX_EVENT_DETAIL = 500
+
+MAX_HEARTBEAT_BYTES = 1024
+"""A heartbeat's body is ``{"lease": seconds}``: anything longer is refused (413)."""
 
 
 def _token_error(status: int, reason: str, message: str) -> JSONResponse:
@@ -68,9 +77,15 @@ class _Report(BaseModel):
         return self
 
 
+MIN_HEARTBEAT_LEASE = 1.0
+MAX_HEARTBEAT_LEASE = 7 * 24 * 3600.0
+"""The lease a heartbeat may ask for, in seconds: at least 1 s (a shorter one would end the
+attempt's lease at once), at most 7 days; a non-finite number is refused."""
+
+
 class _Beat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    lease: float | None = Field(default=None, gt=0)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    lease: float | None = Field(default=None, ge=MIN_HEARTBEAT_LEASE, le=MAX_HEARTBEAT_LEASE)
 
 
 class HandOffs:
@@ -82,8 +97,10 @@ class HandOffs:
         tasks: dict[str, Task],
         deliverer: Deliverer,
         token_secret: str | bytes | None,
+        max_body_bytes: int = MAX_DISPATCH_BYTES,
     ) -> None:
         self.ledger = ledger
+        self._max_body = max_body_bytes
         self._tasks = tasks
         self.deliverer = deliverer
         self.tokens: CompletionTokens | None = None
@@ -94,6 +111,9 @@ class HandOffs:
             self.tokens = None if token_secret is None else CompletionTokens(token_secret)
         except ConfigError as exc:
             self.problem = exc
+        self.forged = 0
+        """How many tokens were refused for a signature that does not verify."""
+        self._forged_logged = -_FORGED_LOG_EVERY
         self._asked: dict[str, float] = {}  # attempt id -> lease end (epoch s) it asked for
         self._beats: set[asyncio.Task[Any]] = set()
 
@@ -143,12 +163,12 @@ class HandOffs:
         async def complete(
             request: Request, authorization: typing.Annotated[str | None, Header()] = None
         ) -> JSONResponse:
-            return await self._complete(authorization, await request.body())
+            return await self._complete(authorization, request)
 
         async def heartbeat(
             request: Request, authorization: typing.Annotated[str | None, Header()] = None
         ) -> JSONResponse:
-            return await self._heartbeat(authorization, await request.body())
+            return await self._heartbeat(authorization, request)
 
         router.add_api_route(f"{prefix}/complete", complete, methods=["POST"])
         router.add_api_route(f"{prefix}/heartbeat", heartbeat, methods=["POST"])
@@ -163,10 +183,12 @@ class HandOffs:
                 )
             claims = self.tokens.verify(token)
         except InvalidToken as exc:
-            log.warning("completion token refused (%s): %s", exc.reason, exc)
-            if exc.claims is not None and self._ours(exc.claims):
-                unverified = " (what an unverified token claims)" if exc.reason == "forged" else ""
-                await self._refused(exc.claims, exc.reason, f"{use}{unverified}: {exc}")
+            if exc.reason == "forged":  # unverified: nothing it claims is written anywhere
+                self._forged_seen()
+            else:
+                log.warning("completion token refused (%s): %s", exc.reason, exc)
+                if exc.claims is not None and self._ours(exc.claims):
+                    await self._refused(exc.claims, exc.reason, f"{use}: {exc}")
             return _token_error(401, exc.reason, str(exc))
         if not self._ours(claims):
             return _token_error(
@@ -175,6 +197,17 @@ class HandOffs:
                 f"no handler {claims.handler!r} in namespace {claims.namespace!r} here",
             )
         return claims
+
+    def _forged_seen(self) -> None:
+        """Count a token whose signature does not verify; log the count at most once a
+        minute (a flood of them must not flood the log either)."""
+        self.forged += 1
+        now = time.monotonic()
+        if now - self._forged_logged >= _FORGED_LOG_EVERY:
+            self._forged_logged = now
+            log.warning(
+                "completion tokens refused, their signature not verifying: %d so far", self.forged
+            )
 
     def _ours(self, claims: TokenClaims) -> bool:
         return claims.namespace == self.ledger.namespace and claims.handler in self._tasks
@@ -187,10 +220,10 @@ class HandOffs:
             await self.ledger.record_event(
                 claims.key,
                 TOKEN_REFUSED,
-                attempt_id=claims.attempt_id,
+                attempt_id=claims.attempt_id[:_MAX_EVENT_FIELD],
                 fence=claims.fence,
-                reason=reason,
-                detail=detail,
+                reason=reason[:_MAX_EVENT_FIELD],
+                detail=detail[:_MAX_EVENT_DETAIL],
             )
         except (StoreError, UsageError) as exc:
             log.warning("refused token not recorded for %r: %s", claims.key, exc)
@@ -206,11 +239,24 @@ class HandOffs:
             outputs=self.ledger.outputs,
         )
 
-    async def _complete(self, authorization: str | None, body: bytes) -> JSONResponse:
+    async def _body(self, request: Request, limit: int) -> bytes | JSONResponse:
+        """The body of a request whose token was verified (none is read before), within
+        ``limit``: 413 over it."""
+        try:
+            return await read_body(request, limit)
+        except BodyTooLarge as exc:
+            return refused_body(exc)
+        except BadLength as exc:
+            return _token_error(400, "bad_body", str(exc))
+
+    async def _complete(self, authorization: str | None, request: Request) -> JSONResponse:
         """Commit (or fail) the attempt a token names, through its fence."""
         claims = await self._verified(authorization, "complete")
         if isinstance(claims, JSONResponse):
             return claims
+        body = await self._body(request, self._max_body)
+        if isinstance(body, JSONResponse):
+            return body
         try:
             report = _Report.model_validate_json(body)
         except ValidationError as exc:
@@ -249,11 +295,14 @@ class HandOffs:
             raise
         await claim._finish(completion, "commit")
 
-    async def _heartbeat(self, authorization: str | None, body: bytes) -> JSONResponse:
+    async def _heartbeat(self, authorization: str | None, request: Request) -> JSONResponse:
         """Extend the lease by ``lease`` seconds, or by the token's remaining time."""
         claims = await self._verified(authorization, "heartbeat")
         if isinstance(claims, JSONResponse):
             return claims
+        body = await self._body(request, MAX_HEARTBEAT_BYTES)
+        if isinstance(body, JSONResponse):
+            return body
         try:
             asked = _Beat.model_validate_json(body or b"{}").lease
         except ValidationError as exc:

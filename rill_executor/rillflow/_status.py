@@ -53,6 +53,13 @@ def status_router(
     (the router's lifespan): raised here, at import, it would have an ASGI server restart
     its workers for ever. Until then every request is answered 503.
     """
+    for namespaces in tokens.values():
+        if isinstance(namespaces, (str, bytes)) or not isinstance(namespaces, Collection):
+            # A str is a collection of its characters: "orders-eu" would let "o" through.
+            raise ConfigError(
+                "status_router(tokens=...) maps each token to a collection of namespaces,"
+                f" e.g. {{token: [{namespaces!r}]}}, not to {type(namespaces).__name__}"
+            )
     by_namespace = {ledger.namespace: ledger for ledger in ledgers}
     problem = None
     if not tokens or any(not isinstance(t, str) or len(t) < 16 for t in tokens):

@@ -99,13 +99,17 @@ class CompletionTokens:
 
     def verify(self, token: str) -> TokenClaims:
         """The claims of a genuine, unexpired token; ``InvalidToken`` otherwise."""
-        head, dot, tail = token.strip().partition(".")
+        head, dot, tail = token.partition(".")
         try:
             payload, signature = _unb64(head), _unb64(tail)
         except (binascii.Error, ValueError):
             raise InvalidToken("the token is not base64url text", reason="malformed") from None
         if not dot or not payload:
             raise InvalidToken("the token is not PAYLOAD.SIGNATURE", reason="malformed")
+        # One spelling per token: the decoder skips stray characters and ignores the unused
+        # bits of a last character, so only the canonical encoding of what it read is taken.
+        if _b64(payload) != head or _b64(signature) != tail:
+            raise InvalidToken("the token is not in its canonical encoding", reason="malformed")
         if not hmac.compare_digest(self._sign(payload), signature):
             raise InvalidToken(
                 "the token's signature does not match: it was changed, or signed with another"

@@ -195,11 +195,11 @@ def _refusals(status: JobStatus) -> list[tuple[str | None, int | None, str | Non
 
 
 @pytest.mark.parametrize(
-    ("spoil", "reason", "claimed_fence"),
+    ("spoil", "reason"),
     [
-        (_forged, "forged", 2),  # recorded with what the changed token claims
-        (_other_secret, "forged", 1),
-        (lambda t: t[:20], "malformed", None),  # unreadable: only logged
+        (_forged, "forged"),
+        (_other_secret, "forged"),
+        (lambda t: t[:20], "malformed"),
     ],
 )
 def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
@@ -208,8 +208,9 @@ def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
     engine: EngineSimulator,
     spoil: Any,
     reason: str,
-    claimed_fence: int | None,
 ) -> None:
+    """An unverified token writes nothing, not even its refusal: what it claims could be
+    anything (it is counted and logged instead)."""
     execution = _submit(engine, running)
     token = spoil(_token(service, engine))
     answer = _complete(running, token, {"result": {"uri": "s3://frames/evil"}})
@@ -220,14 +221,8 @@ def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
     assert status.state is JobState.PROCESSING
     assert engine.task(execution, "render").status is TaskStatus.RUNNING
     assert engine.callbacks(execution, "render") == []
-    (attempt,) = status.attempts
-    expected = [] if claimed_fence is None else [(attempt.attempt_id, claimed_fence, reason)] * 2
-    assert [r[:3] for r in _refusals(status)] == expected
-    if claimed_fence is not None:
-        assert [r[3] for r in _refusals(status)] == [
-            "complete (what an unverified token claims)",
-            "heartbeat (what an unverified token claims)",
-        ]
+    assert _refusals(status) == []
+    assert service.executor._handoffs.forged == (2 if reason == "forged" else 0)
 
 
 def test_an_expired_token_is_refused_and_commits_nothing(

@@ -1,0 +1,108 @@
+"""Where callbacks may go: the engines the executor was told of.
+
+A dispatch's ``X-Callback-Url`` is where the job's result is posted, so a caller who can
+send a dispatch could have a stored result posted anywhere. Callbacks therefore go only to
+the engines the operator names (``RillFlowExecutor(engines=[...])``): base URLs
+(``http://rill-flow:8080``: scheme, host, port and path prefix must match) or hosts
+(``rill-flow``, ``rill-flow:8080``: any http(s) URL on that host, and port when given).
+Without ``engines``, a callback may go only to the dispatch's own peer: the engine that
+sent the dispatch, when nothing stands between them (a proxy in between: name the engines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit
+
+from .._errors import ConfigError
+
+__all__ = ["Engines"]
+
+_SCHEMES = ("http", "https")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    scheme: str | None  # None: any of http, https
+    host: str
+    port: int | None  # None: any port (a host entry without one)
+    path: str  # the base URL's path prefix ("" for a host entry)
+
+    def allows(self, url: SplitResult, host: str, port: int) -> bool:
+        if self.scheme is not None and url.scheme != self.scheme:
+            return False
+        if host != self.host or (self.port is not None and port != self.port):
+            return False
+        path = url.path or "/"
+        return not self.path or path == self.path or path.startswith(self.path + "/")
+
+
+def _split(url: str) -> tuple[SplitResult, str, int] | None:
+    """The URL, its host (lower case) and port; None if it is not an http(s) URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _SCHEMES or not parts.hostname or parts.username is not None:
+        return None
+    return parts, parts.hostname.lower(), port or _DEFAULT_PORTS[parts.scheme]
+
+
+def _engine(entry: object) -> _Engine:
+    if not isinstance(entry, str) or not entry.strip():
+        raise ConfigError(f"an engine is a base URL or a host name, not {entry!r}")
+    text = entry.strip()
+    if "://" in text:
+        found = _split(text)
+        if found is None or found[0].query or found[0].fragment:
+            raise ConfigError(
+                f"engine {entry!r} is not an http(s) base URL such as 'http://rill-flow:8080'"
+            )
+        parts, host, port = found
+        return _Engine(parts.scheme, host, port, parts.path.rstrip("/"))
+    found = _split(f"http://{text}")
+    if found is None or found[0].path or found[0].query or found[0].fragment:
+        raise ConfigError(f"engine {entry!r} is not a host such as 'rill-flow' or 'rill-flow:8080'")
+    parts, host, _ = found
+    return _Engine(None, host, parts.port, "")
+
+
+class Engines:
+    """The engines callbacks may go to; ``None``: only to each dispatch's own peer."""
+
+    def __init__(self, entries: Iterable[str] | None) -> None:
+        if isinstance(entries, (str, bytes)):
+            raise ConfigError(
+                "engines must be a list of base URLs or hosts, e.g."
+                f" engines=[{entries!r}], not a single string"
+            )
+        self.configured = entries is not None
+        self._engines = [] if entries is None else [_engine(e) for e in entries]
+        if self.configured and not self._engines:
+            raise ConfigError("engines is empty: name at least one engine, or leave it unset")
+
+    def refusal(self, url: str, peer: str | None = None) -> str | None:
+        """Why a callback may not go to ``url`` (None if it may). ``peer``: the host that
+        sent the dispatch, the only one allowed when no engines are configured; the
+        deliverer, which has no peer, checks only the configured engines and the scheme."""
+        found = _split(url)
+        if found is None:
+            return f"the callback URL {url[:200]!r} is not an http(s) URL"
+        parts, host, port = found
+        if self.configured:
+            if any(engine.allows(parts, host, port) for engine in self._engines):
+                return None
+            return (
+                f"the callback URL {url[:200]!r} is not on an engine this executor serves;"
+                " name the engine in RillFlowExecutor(engines=[...])"
+            )
+        if peer is None or host == peer.lower().strip("[]"):
+            return None
+        return (
+            f"the callback URL's host {host!r} is not the dispatch's sender ({peer!r}); behind"
+            " a proxy, or with the engine calling back on another address, name the engine in"
+            " RillFlowExecutor(engines=[...])"
+        )
