@@ -168,8 +168,13 @@ def encode_result(
     return raw.decode("utf-8")
 
 
-def encode_error(error: BaseException | str, *, retryable: bool) -> str:
-    """The JSON text of ``ErrorInfo`` for ``error``. Not through pydantic: a message may hold
-    a lone surrogate (``rill_executor._text`` escapes it for the store)."""
+def encode_error(
+    error: BaseException | str, *, retryable: bool, error_type: str | None = None
+) -> str:
+    """The JSON text of ``ErrorInfo`` for ``error`` (its type ``error_type`` when given). Not
+    through pydantic: a message may hold a lone surrogate (``rill_executor._text`` escapes it
+    for the store)."""
     info = ErrorInfo.of(error, retryable=retryable).model_dump()
+    if error_type is not None:
+        info["type"] = error_type
     return json.dumps(info, ensure_ascii=False, separators=(",", ":"))

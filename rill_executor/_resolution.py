@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ._codec import adapter_for, encode_result, type_name
+from ._codec import adapter_for, encode_error, encode_result, type_name
 from ._errors import InvalidPayload, ResolutionRefused
 from ._idempotent import HANDLER_NAME
 from ._notices import finish_notices
@@ -193,8 +193,8 @@ def default_actor() -> str:
 def resolution_error(action: str, message: str) -> str:
     """The error a redo or terminate records, JSON: its type ``resolved:redo`` or
     ``resolved:terminate`` tells it from a handler's failure."""
-    info = ErrorInfo.of(message, retryable=action == ResolveAction.REDO)
-    return info.model_copy(update={"type": RESOLVED_ERROR + action}).model_dump_json()
+    retryable = action == ResolveAction.REDO
+    return encode_error(message, retryable=retryable, error_type=RESOLVED_ERROR + action)
 
 
 def is_resolution(error: ErrorInfo | None) -> bool:
