@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -116,7 +117,8 @@ def python_blocks(path: Path) -> Iterator[Block]:
             start, language = number, match[1]
         else:
             if language == "python":
-                code = "\n".join(lines[start + 1 : number]) + "\n"
+                body = "\n".join(lines[start + 1 : number]) + "\n"
+                code = textwrap.dedent(body)  # a block inside a list item is indented
                 yield _block(page, lines, start, code)
             start = None
 
