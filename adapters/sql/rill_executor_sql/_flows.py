@@ -51,6 +51,7 @@ from rill_executor.store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
@@ -567,10 +568,17 @@ _LISTED = [c for c in jobs.columns if c.name not in ("attempts",)]
 
 @cache
 def _list_query(
-    dialect: SqlDialect, states: int, dangling: bool, idle: bool, version: bool, after: bool
+    dialect: SqlDialect,
+    states: int,
+    dangling: bool,
+    idle: bool,
+    version: bool,
+    after: bool,
+    whole: bool = False,
 ) -> Executable:
     """One page in job id order. The one-row clock is joined to the jobs, so the store's
-    time comes back even with no job: one statement, whatever the page holds."""
+    time comes back even with no job: one statement, whatever the page holds. ``whole``
+    reads the attempt history too."""
     clock = select(dialect.now.label("now")).subquery("clock")
     where = [jobs.c.namespace == bindparam("namespace")]
     if states:
@@ -585,7 +593,7 @@ def _list_query(
     if after:
         where.append(jobs.c.job_id > bindparam("after"))
     return (
-        select(clock.c.now, *_LISTED)
+        select(clock.c.now, *(jobs.columns if whole else _LISTED))
         .select_from(clock.outerjoin(jobs, and_(*where)))
         .order_by(jobs.c.job_id)
         .limit(bindparam("limit"))
@@ -622,9 +630,11 @@ def namespaces(limit: int) -> Flow:
     return found
 
 
-def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
-    """A page of a namespace's jobs: one statement; one row more than the page says
-    whether another page follows."""
+def _listing(
+    dialect: SqlDialect, query: JobQuery, whole: bool
+) -> tuple[Executable, dict[str, Any]]:
+    """The statement and parameters of a page: one row more than the page says whether
+    another page follows."""
     _cursor(query.after)
     params: dict[str, Any] = {"namespace": query.namespace, "limit": query.limit + 1}
     params |= {f"state{i}": state.value for i, state in enumerate(query.states)}
@@ -641,12 +651,33 @@ def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
         query.idle_us is not None,
         query.result_version is not None,
         query.after is not None,
+        whole,
     )
-    rows = yield statement, params
+    return statement, params
+
+
+def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
+    """A page of a namespace's jobs: one statement."""
+    rows = yield _listing(dialect, query, whole=False)
     now = int(rows[0]["now"])
     found = [job_row(row) for row in rows if row["job_id"] is not None]
     page = found[: query.limit]
     return JobPage(page, page[-1].job_id if len(found) > query.limit else None, now)
+
+
+def _whole(row: Mapping[str, Any], now: int) -> StoreStatus:
+    job = job_row(row)
+    return StoreStatus(job, _history(job, row["attempts"]), now, _json_text(row["events"]))
+
+
+def list_statuses(dialect: SqlDialect, query: JobQuery) -> Flow:
+    """A page of a namespace's jobs read whole, as ``status`` reads one: one statement."""
+    rows = yield _listing(dialect, query, whole=True)
+    now = int(rows[0]["now"])
+    found = [row for row in rows if row["job_id"] is not None]
+    page = [_whole(row, now) for row in found[: query.limit]]
+    more = len(found) > query.limit
+    return StatusPage(page, page[-1].job.job_id if more else None, now)
 
 
 # -- purging records past retention -------------------------------------------------------------
