@@ -257,18 +257,19 @@ class RedisStore:
                     replies = [self._run(Op.STATUS, _job_id(key)) for key in keys]
                     now = client.time(**node)
                 else:
-                    now, *replies = self._statuses(keys)
+                    now, *replies = self._statuses(keys, query.namespace)
                 scan.add_whole(cursor, keys, replies, time_reply(now))
         return scan.status_page()
 
-    def _statuses(self, keys: list[Any]) -> list[Any]:
-        """``TIME``, then ``status.lua`` on each job key: one pipelined round trip."""
+    def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
+        """``TIME``, then ``status.lua`` on each job key, answering only ``namespace``'s
+        jobs whole: one pipelined round trip."""
         lua = script(Op.STATUS)
         for _ in range(2):
             pipe = self.client.pipeline(transaction=False)
             pipe.time()
             for key in keys:
-                pipe.evalsha(lua.sha, 2, *_whole_keys(key))
+                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
             try:
                 return pipe.execute()
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
@@ -534,17 +535,17 @@ class AsyncRedisStore:
                     replies = [await self._run(Op.STATUS, _job_id(key)) for key in keys]
                     now = await client.time(**node)
                 else:
-                    now, *replies = await self._statuses(keys)
+                    now, *replies = await self._statuses(keys, query.namespace)
                 scan.add_whole(cursor, keys, replies, time_reply(now))
         return scan.status_page()
 
-    async def _statuses(self, keys: list[Any]) -> list[Any]:
+    async def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
         lua = script(Op.STATUS)
         for _ in range(2):
             pipe = self.client.pipeline(transaction=False)
             pipe.time()
             for key in keys:
-                pipe.evalsha(lua.sha, 2, *_whole_keys(key))
+                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
             try:
                 return await pipe.execute()
             except NoScriptError:  # flushed, restarted, failed over: load it, send again
