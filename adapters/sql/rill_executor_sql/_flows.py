@@ -30,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.dialects import mysql, sqlite
@@ -576,27 +577,36 @@ def _list_query(
     after: bool,
     whole: bool = False,
 ) -> Executable:
-    """One page in job id order. The one-row clock is joined to the jobs, so the store's
-    time comes back even with no job: one statement, whatever the page holds. ``whole``
-    reads the attempt history too."""
-    clock = select(dialect.now.label("now")).subquery("clock")
+    """One page in job id order. The page is chosen in a subquery of its own, so the
+    namespace index gives it in order and the scan stops at the page's end (joined as it
+    is found, the jobs would be sorted whole for every page); the one-row clock is joined
+    to it, so the store's time comes back even with no job: one statement, whatever the
+    page holds. ``whole`` reads the attempt history too."""
+    now = dialect.now
     where = [jobs.c.namespace == bindparam("namespace")]
     if states:
         where.append(jobs.c.state.in_([bindparam(f"state{i}") for i in range(states)]))
     if dangling:
         processing = JobState.PROCESSING.value
-        where += [jobs.c.state == processing, jobs.c.lease_until <= clock.c.now]
+        where += [jobs.c.state == processing, jobs.c.lease_until <= now]
     if idle:
-        where.append(jobs.c.updated_at <= clock.c.now - bindparam("idle_us"))
+        where.append(jobs.c.updated_at <= now - bindparam("idle_us"))
     if version:
         where.append(jobs.c.result_version == bindparam("result_version"))
     if after:
         where.append(jobs.c.job_id > bindparam("after"))
-    return (
-        select(clock.c.now, *(jobs.columns if whole else _LISTED))
-        .select_from(clock.outerjoin(jobs, and_(*where)))
+    page = (
+        select(*(jobs.columns if whole else _LISTED))
+        .where(*where)
         .order_by(jobs.c.job_id)
         .limit(bindparam("limit"))
+        .subquery("page")
+    )
+    clock = select(now.label("now")).subquery("clock")
+    return (
+        select(clock.c.now, *page.c)
+        .select_from(clock.outerjoin(page, true()))
+        .order_by(page.c.job_id)
     )
 
 
