@@ -36,6 +36,12 @@ from rill_executor import DrillReport, Ledger
 from rill_executor._registry import open_store
 
 PG_SCHEMA = "rill_bench_audit"
+# bench_gc's PostgreSQL rows have ids of its own; the ledger's are sha256(namespace NUL key).
+REKEY = """
+    UPDATE rill_jobs SET job_id = encode(sha256(
+        convert_to(namespace, 'UTF8') || '\\x00'::bytea || convert_to(job_key, 'UTF8')), 'hex')
+    WHERE namespace = %(ns)s
+"""
 PER_JOB_PAGE = 200  # the listing page audit read before it read whole pages
 
 
@@ -141,6 +147,8 @@ def bench_postgres(url: str, n: int, paths: list[str], page: int) -> None:
         SqlStore(store_url, upgrade=True).close()
         start = time.perf_counter()
         pg_fill(conninfo, namespace, n)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(REKEY, {"ns": namespace})  # ids by key, as the ledger finds them
         print(f"  filled {n:,} records in {time.perf_counter() - start:.1f} s")
         measure("PostgreSQL", store_url, namespace, paths, page, dict)
     finally:
