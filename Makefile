@@ -1,13 +1,14 @@
 # Two commands: `make demo` (no server needed) and `make test` (the whole suite);
 # `make bench` runs the benchmarks (PostgreSQL and Redis on their usual local ports);
 # `make bench-gc` purges 1,000,000 records on each while claims run (GC_ARGS to change it).
+# `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint bench bench-gc
+.PHONY: demo test lint bench bench-gc bench-audit
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,3 +36,6 @@ bench: $(VENV)/.installed
 
 bench-gc: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_gc.py $(GC_ARGS)
+
+bench-audit: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_audit.py $(AUDIT_ARGS)

@@ -11,7 +11,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast
@@ -53,7 +53,7 @@ from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore, StoredObject
 from ._purge import PurgeReport, check_purge
-from ._records import JobState, JobStatus, OutputRef
+from ._records import JobState, JobStatus, OutputRef, at_us
 from ._registry import open_async_store, open_output_store, open_store
 from ._resolution import NO_RESULT, refusal_of, resolution_request, result_type
 from ._step import (
@@ -70,7 +70,15 @@ from ._step import (
     drive_async,
     resumed,
 )
-from ._store import AsyncStore, JobQuery, PurgeRequest, Store
+from ._store import (
+    AsyncStore,
+    JobQuery,
+    PurgeRequest,
+    StatusPage,
+    Store,
+    read_statuses,
+    read_statuses_async,
+)
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -176,6 +184,19 @@ class _LedgerBase(Generic[S]):
         now = datetime.now(UTC)
         found = _Found([], [], [unknown_entry(self.namespace, store_id, o, now) for o in others])
         return jobs, found
+
+    def _drill(self) -> Drill:
+        return Drill(self.namespace, self.retention)
+
+    def _add_page(
+        self, drill: Drill, page: StatusPage, progress: Callable[[int], None] | None
+    ) -> None:
+        for found in page.statuses:
+            status = self._core.status(found)
+            assert status is not None  # a found job
+            drill.add(status)
+        if progress is not None:
+            progress(len(page.statuses))
 
     def _query(
         self,
@@ -451,19 +472,21 @@ class Ledger(_LedgerBase[Store]):
         query = self._query(state, dangling, older_than, result_version, after, limit)
         return JobList.build(self.store.list_jobs(query))
 
-    def drill(self, *, page: int = 200) -> DrillReport:
+    def drill(
+        self, *, page: int = 1000, progress: Callable[[int], None] | None = None
+    ) -> DrillReport:
         """The drill report of this namespace: every job's record checked against the
         invariants (``broken`` must be empty) and the recovery counted: dangling jobs,
         attempts, takeovers, refused writes, resolutions, notices and, with an output store,
-        orphan outputs. Reads every job: a page of the listing, then each status."""
-        drill, after = Drill(self.namespace, self.retention), None
+        orphan outputs. Reads every job whole, ``page`` jobs a store read (one ``status``
+        a job on a store without ``list_statuses``); ``progress`` is told each page's count."""
+        query, drill = self._query(None, False, None, None, None, page), self._drill()
         while True:
-            listed = self.jobs(after=after, limit=page)
-            for job in listed.jobs:
-                if (status := self.status(job.key)) is not None:
-                    drill.add(status)
-            if (after := listed.cursor) is None:
+            read = read_statuses(self.store, query)
+            self._add_page(drill, read, progress)
+            if read.cursor is None:
                 break
+            query = replace(query, after=read.cursor)
         if self.outputs is not None:
             objects, store_id = list(self.outputs.list(f"{self.namespace}/")), self.store.store_id()
             folders, _ = self._sorted(store_id, objects)
@@ -475,7 +498,7 @@ class Ledger(_LedgerBase[Store]):
                     for job_id, found in folders.items()
                 ]
             )
-        return drill.report(listed.store_time)
+        return drill.report(at_us(read.now))
 
     def purge(
         self,
@@ -712,15 +735,16 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         query = self._query(state, dangling, older_than, result_version, after, limit)
         return JobList.build(await self.store.list_jobs(query))
 
-    async def drill(self, *, page: int = 200) -> DrillReport:
-        drill, after = Drill(self.namespace, self.retention), None
+    async def drill(
+        self, *, page: int = 1000, progress: Callable[[int], None] | None = None
+    ) -> DrillReport:
+        query, drill = self._query(None, False, None, None, None, page), self._drill()
         while True:
-            listed = await self.jobs(after=after, limit=page)
-            for job in listed.jobs:
-                if (status := await self.status(job.key)) is not None:
-                    drill.add(status)
-            if (after := listed.cursor) is None:
+            read = await read_statuses_async(self.store, query)
+            self._add_page(drill, read, progress)
+            if read.cursor is None:
                 break
+            query = replace(query, after=read.cursor)
         if self.outputs is not None:
             outputs = self.outputs
             objects = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
@@ -731,7 +755,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
                 status = self._core.status(await self.store.status(job_id))
                 audits.append(self._audit(store_id, job_id, status, found))
             drill.add_outputs(audits)
-        return drill.report(listed.store_time)
+        return drill.report(at_us(read.now))
 
     async def purge(
         self,

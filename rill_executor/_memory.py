@@ -48,6 +48,7 @@ from ._store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
 )
@@ -215,6 +216,20 @@ class MemoryStore:
         more = len(found) > query.limit
         return JobPage(page, page[-1].job_id if more else None, now)
 
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        page = self.list_jobs(query)
+        with self._lock:  # a job purged since the listing is left out, as a scan leaves it
+            statuses = [self._whole(job.job_id, page.now) for job in page.jobs]
+        found = [status for status in statuses if status is not None]
+        return StatusPage(found, page.cursor, page.now)
+
+    def _whole(self, job_id: str, now: int) -> StoreStatus | None:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return None
+        attempts = list(self._attempts.get(job_id, ()))
+        return StoreStatus(job, attempts, now, self._events.get(job_id, "[]"))
+
     def purge(self, request: PurgeRequest) -> PurgePage:
         _cursor(request.after)
         with self._lock:
@@ -290,6 +305,9 @@ class AsyncMemoryStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return self.sync.list_jobs(query)
+
+    async def list_statuses(self, query: JobQuery) -> StatusPage:
+        return self.sync.list_statuses(query)
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         return self.sync.purge(request)

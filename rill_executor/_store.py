@@ -21,6 +21,11 @@ the store's server answers, sent on the store's own connection or pool. It decid
 and touches no record; ``rill-executor bench`` measures it as the floor its figures are
 ratios to, and reports "no floor" for a store without it.
 
+Another is optional too: ``list_statuses`` (``StatusLister`` / ``AsyncStatusLister``), a page
+of a namespace's jobs read whole, attempts and event log included. The drill report
+(``rill-executor audit``) reads a namespace with it in one read a page; a store without it
+is read as before, one ``status`` a job.
+
 Adapters are found by URL scheme through the entry-point groups ``rill_executor.stores`` and
 ``rill_executor.async_stores``; each entry point names a callable ``(url: str) -> store``.
 """
@@ -49,7 +54,12 @@ __all__ = [
     "Resolution",
     "Store",
     "StoreAnswer",
+    "StatusLister",
+    "AsyncStatusLister",
+    "StatusPage",
     "StoreStatus",
+    "read_statuses",
+    "read_statuses_async",
 ]
 
 
@@ -199,6 +209,15 @@ class StoreStatus:
     events: str = "[]"  # JSON: the job's event log (see ``rill_executor._events``)
 
 
+@dataclass(frozen=True, slots=True)
+class StatusPage:
+    """One page of ``list_statuses``: whole jobs; ``cursor`` as ``JobPage.cursor``."""
+
+    statuses: list[StoreStatus]
+    cursor: str | None
+    now: int
+
+
 @runtime_checkable
 class Store(Protocol):
     def store_id(self) -> str:
@@ -318,3 +337,42 @@ class AsyncPingable(Protocol):
     """The optional part of ``AsyncStore``: ``ping`` as ``Pingable.ping``."""
 
     async def ping(self) -> None: ...
+
+
+@runtime_checkable
+class StatusLister(Protocol):
+    """The optional part of ``Store`` that reads a namespace whole (see the module docs)."""
+
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        """As ``list_jobs`` (the same selection, pages and cursors), each job read whole as
+        ``status`` reads it: the job, all its attempts and its event log. Reads only; one
+        round trip a page where the store can (a scanning store: one a scan step)."""
+
+
+@runtime_checkable
+class AsyncStatusLister(Protocol):
+    """The optional part of ``AsyncStore``: ``list_statuses`` as ``StatusLister``'s."""
+
+    async def list_statuses(self, query: JobQuery) -> StatusPage: ...
+
+
+def read_statuses(store: Store, query: JobQuery) -> StatusPage:
+    """A page of whole jobs: ``list_statuses`` where ``store`` has it, else the listing's
+    page and one ``status`` a job (a job gone since the listing is left out)."""
+    if isinstance(store, StatusLister):
+        return store.list_statuses(query)
+    page = store.list_jobs(query)
+    statuses = [found for job in page.jobs if (found := store.status(job.job_id)) is not None]
+    return StatusPage(statuses, page.cursor, page.now)
+
+
+async def read_statuses_async(store: AsyncStore, query: JobQuery) -> StatusPage:
+    """As ``read_statuses``, for an ``AsyncStore``."""
+    if isinstance(store, AsyncStatusLister):
+        return await store.list_statuses(query)
+    page = await store.list_jobs(query)
+    statuses = []
+    for job in page.jobs:
+        if (found := await store.status(job.job_id)) is not None:
+            statuses.append(found)
+    return StatusPage(statuses, page.cursor, page.now)

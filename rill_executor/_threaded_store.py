@@ -15,9 +15,11 @@ from ._store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     Store,
     StoreAnswer,
     StoreStatus,
+    read_statuses,
 )
 
 __all__ = ["ThreadedAsyncStore"]
@@ -63,6 +65,10 @@ class ThreadedAsyncStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await asyncio.to_thread(self.sync.list_jobs, query)
+
+    async def list_statuses(self, query: JobQuery) -> StatusPage:
+        """The sync store's ``list_statuses``, or its listing and each status if it has none."""
+        return await asyncio.to_thread(read_statuses, self.sync, query)
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         return await asyncio.to_thread(self.sync.purge, request)

@@ -64,6 +64,7 @@ from ._resolution import (
 )
 from ._store import (
     AsyncPingable,
+    AsyncStatusLister,
     AsyncStore,
     AttemptRef,
     ClaimRequest,
@@ -77,6 +78,8 @@ from ._store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusLister,
+    StatusPage,
     Store,
     StoreAnswer,
     StoreStatus,
@@ -85,6 +88,7 @@ from ._store import (
 __all__ = [
     "MAX_EVENTS",
     "AsyncPingable",
+    "AsyncStatusLister",
     "AsyncStore",
     "AttemptOutcome",
     "AttemptRef",
@@ -108,6 +112,8 @@ __all__ = [
     "ResolveAction",
     "ResolveRefusal",
     "SchemaMissing",
+    "StatusLister",
+    "StatusPage",
     "Store",
     "StoreAnswer",
     "StoreError",

@@ -3,7 +3,12 @@ invariants, and the recovery counted (see ``rill_executor._drill``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .._drill import DrillReport
 from .._ledger import Ledger
@@ -52,6 +57,20 @@ def _print(report: DrillReport) -> None:
     out.print(broken)
 
 
+@contextmanager
+def _progress(shown: bool) -> Iterator[Callable[[int], None]]:
+    """A live count of the jobs read, on stderr when it is a terminal: the report on
+    stdout stays whole, and a pipe or -o json gets no progress at all."""
+    err = Console(stderr=True)
+    if not (shown and err.is_terminal):
+        yield lambda read: None
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.completed} jobs audited"))
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("audit", total=None)
+        yield lambda read: bar.advance(task, read)
+
+
 @click.command()
 @click.option(
     "--outputs-url",
@@ -62,20 +81,24 @@ def _print(report: DrillReport) -> None:
 )
 @click.option(
     "--page",
-    type=click.IntRange(1, 10_000),
-    default=200,
+    type=click.IntRange(1, 1000),
+    default=1000,
     show_default=True,
-    help="Jobs listed per page.",
+    help="Jobs read per store call.",
 )
 @job_options
 def audit(outputs_url: str | None, page: int, store: str, namespace: str, output: str) -> None:
     """The namespace's drill report: each job's record checked against the invariants
     (one committed result, increasing fences, one owner, notices that match the outcome
     that won, each delivered once) and the recovery counted. Exits 1 if an invariant is
-    broken. Reads every job: one listing page, then one status read per job."""
+    broken. Reads every job whole, a page of --page jobs a store read (one read a job on
+    a store without list_statuses); a terminal is shown the count as it goes, on stderr."""
     refuse_missing_file(store)
-    with Ledger(store, namespace=namespace, outputs=outputs_url) as ledger:
-        report = ledger.drill(page=page)
+    with (
+        Ledger(store, namespace=namespace, outputs=outputs_url) as ledger,
+        _progress(output == "text") as progress,
+    ):
+        report = ledger.drill(page=page, progress=progress)
         if report.jobs == 0:
             raise nothing_found(namespace, "nothing to audit", ledger.store)
     if output == "json":

@@ -109,6 +109,18 @@ def _counting(store: Any, calls: Counter[str]) -> Any:
     return Counting()
 
 
+def _per_job(store: Any) -> Any:
+    """``store`` without ``list_statuses``: a drill reads it one ``status`` a job."""
+
+    class PerJob:
+        def __getattr__(self, name: str) -> Any:
+            if name == "list_statuses":
+                raise AttributeError(name)
+            return getattr(store, name)
+
+    return PerJob()
+
+
 class _LosingReplies:
     """Wraps a store so that the first ``times`` replies to ``operations`` are lost: each
     call is applied (or, with ``apply=False``, never arrives), then ``StoreUnavailable``."""
@@ -972,6 +984,28 @@ class StoreConformance(HostileStrings):
         assert (report.refused_writes, report.resolutions) == (1, 2)
         assert (report.notices_pending, report.notices_dropped) == (1, 0)
         assert report.orphan_outputs is None  # no output store
+
+    def test_the_drill_reads_a_page_of_whole_jobs_a_store_call(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        calls: Counter[str] = Counter()
+        ledger = driver.ledger(namespace, lease=30, wrap=lambda store: _counting(store, calls))
+        for i in range(30):
+            ledger.claim(f"done-{i}").commit(i)
+        ledger.claim("failed").fail(RuntimeError("disk full"), retryable=False)
+        ledger.claim("dangling", lease=0.2)
+        ledger.claim("live")
+        time.sleep(0.3)
+        calls.clear()
+        report = ledger.drill(page=10)
+        reads = sum(calls.values())
+        assert reads <= 33 // 10 + 1, f"33 jobs in pages of 10 took {reads} reads: {calls}"
+        assert (report.jobs, report.dangling, report.dangling_count) == (33, ("dangling",), 1)
+        assert report.states == {"failed": 1, "processing": 2, "succeeded": 30}
+        one_by_one = driver.ledger(namespace, lease=30, wrap=_per_job).drill(page=10)
+        assert report.model_dump(exclude={"store_time"}) == one_by_one.model_dump(
+            exclude={"store_time"}
+        )  # the same report as reading each job alone
 
     # -- the outbox: completion notices written by the fenced finish (invariant 8) ----------
 

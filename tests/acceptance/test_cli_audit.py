@@ -5,6 +5,9 @@ behind the library's back, as a bug or a hand edit in the database would."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, Protocol
@@ -17,7 +20,7 @@ from sqlalchemy import create_engine, text
 from rill_executor import Ledger, Watch
 from rill_executor._keys import job_id
 
-from .cli import opts, run
+from .cli import EXE, opts, run
 from .test_cli_operations import claimed, expire, ledger, namespace
 
 __all__ = ["ledger", "namespace"]  # fixtures, shared
@@ -196,6 +199,47 @@ def test_each_broken_invariant_is_reported_and_exits_1(
     text_run = run("audit", *opts(store_url, namespace))
     assert text_run.returncode == 1
     assert "broken invariant" in text_run.stderr and "delivered_once" in text_run.stdout
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """The command with its stderr on a terminal (a pseudo-terminal), stdout on a pipe:
+    (exit code, stdout, what the terminal was shown)."""
+    primary, secondary = os.openpty()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
+    done = subprocess.run(
+        [EXE, *args],
+        check=False,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        text=True,
+        timeout=120,
+        env=clean | {"TERM": "xterm", "COLUMNS": "100"},
+    )
+    os.close(secondary)
+    shown = b""
+    while select.select([primary], [], [], 0.1)[0]:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal closed: everything was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    return done.returncode, done.stdout, shown.decode(errors="replace")
+
+
+def test_a_terminal_is_shown_the_jobs_audited_and_json_is_left_alone(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    healthy(ledger)
+    code, out, shown = _on_a_terminal("audit", *opts(store_url, namespace), "--page", "2")
+    assert code == 0 and "every invariant holds" in out
+    assert "4 jobs audited" in shown and "jobs audited" not in out
+    code, out, shown = _on_a_terminal("audit", *opts(store_url, namespace), "-o", "json")
+    assert code == 0 and json.loads(out)["jobs"] == 4 and shown == ""
+    piped = run("audit", *opts(store_url, namespace))
+    assert "jobs audited" not in piped.stdout + piped.stderr  # not a terminal: no progress
 
 
 def test_audit_of_an_unknown_store_or_namespace_says_so(store_url: str, namespace: str) -> None:

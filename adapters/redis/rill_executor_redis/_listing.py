@@ -10,6 +10,10 @@ every key present for the whole scan at least once, and may return a key twice.
 
 The cursor says where to go on: ``<node index>:<SCAN cursor>``, node indexes in the order
 of the primaries' names.
+
+``list_statuses`` scans the same way, and reads each key a step found whole: one pipelined
+``EVALSHA`` of ``status.lua`` a key, so each job is read atomically (its record, attempts
+and event log together) and a step still costs one ``SCAN`` and one round trip.
 """
 
 from __future__ import annotations
@@ -17,10 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rill_executor.store import JobPage, JobQuery, JobRow, UsageError, listed
+from rill_executor.store import (
+    JobPage,
+    JobQuery,
+    JobRow,
+    StatusPage,
+    StoreStatus,
+    UsageError,
+    listed,
+)
 
 from ._keys import PREFIX
-from ._rows import job_from_fields
+from ._rows import job_from_fields, status_from
 
 __all__ = ["MATCH", "STEP", "Scan", "scan_reply", "time_reply"]
 
@@ -42,6 +54,7 @@ class Scan:
     cursor: int = 0
     done: bool = False
     found: list[JobRow] = field(default_factory=list)
+    statuses: list[StoreStatus] = field(default_factory=list)
     now: int = 0
 
     def __post_init__(self) -> None:
@@ -60,7 +73,7 @@ class Scan:
 
     def step(self) -> tuple[int, int] | None:
         """The (node index, SCAN cursor) to scan next, or None when the page is complete."""
-        if self.done or len(self.found) >= self.query.limit:
+        if self.done or len(self.found) + len(self.statuses) >= self.query.limit:
             return None
         return self.node, self.cursor
 
@@ -74,6 +87,21 @@ class Scan:
             job = job_from_fields(job_id, [None if v is None else _text(v) for v in fields])
             if listed(job, self.query, now):
                 self.found.append(job)
+        self._advance(cursor)
+
+    def add_whole(self, cursor: int, keys: list[Any], replies: list[Any], now: int) -> None:
+        """What one step found read whole: the next SCAN cursor, the keys and their
+        ``status.lua`` replies (each judged on its own read's time)."""
+        self.now = max(self.now, now)
+        for key, reply in zip(keys, replies, strict=True):
+            found = status_from(_text(key)[len(PREFIX) + 2 : -len("}:job")], reply)
+            if found is None:  # expired between the SCAN and the read
+                continue
+            if listed(found.job, self.query, found.now):
+                self.statuses.append(found)
+        self._advance(cursor)
+
+    def _advance(self, cursor: int) -> None:
         if cursor == 0:
             self.node, self.cursor = self.node + 1, 0
             self.done = self.node >= self.nodes
@@ -83,6 +111,10 @@ class Scan:
     def page(self) -> JobPage:
         cursor = None if self.done else f"{self.node}:{self.cursor}"
         return JobPage(self.found, cursor, self.now)
+
+    def status_page(self) -> StatusPage:
+        cursor = None if self.done else f"{self.node}:{self.cursor}"
+        return StatusPage(self.statuses, cursor, self.now)
 
 
 def scan_reply(reply: Any) -> tuple[int, list[Any]]:

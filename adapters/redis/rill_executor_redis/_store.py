@@ -40,6 +40,7 @@ from rill_executor.store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
 )
@@ -47,7 +48,7 @@ from rill_executor.store import (
 from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
-from ._keys import IDENTITY, job_keys, outbox_keys
+from ._keys import IDENTITY, PREFIX, job_keys, outbox_keys
 from ._listing import MATCH, STEP, Scan, scan_reply, time_reply
 from ._outbox import ClusterPass, new_token, settled_update
 from ._purge import Purge, purge_args
@@ -92,6 +93,17 @@ def _scan_nodes(client: object) -> list[Any]:
         primaries: list[Any] = client.get_primaries()
         return sorted(primaries, key=lambda n: n.name)
     return [None]
+
+
+def _job_id(key: Any) -> str:
+    """The job id of a job key a SCAN found: ``rill:{<job_id>}:job``."""
+    record = key.decode() if isinstance(key, bytes) else str(key)
+    return record[len(PREFIX) + 2 : -len("}:job")]
+
+
+def _whole_keys(key: Any) -> tuple[str, str]:
+    """The (record, history) keys of a job key a SCAN found."""
+    return job_keys(_job_id(key))
 
 
 class RedisStore:
@@ -229,6 +241,40 @@ class RedisStore:
                 now = self.client.time(**node) if cluster else replies.pop(0)
                 scan.add(cursor, keys, replies, time_reply(now))
         return scan.page()
+
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        """Scans as ``list_jobs``; per step one ``SCAN`` and one pipeline of ``status.lua``
+        (a Cluster client pipelines no script: there, one ``status.lua`` a job)."""
+        client = self.client
+        cluster = isinstance(client, redis.cluster.RedisCluster)
+        with wrap_errors("list statuses", self.where):
+            nodes = _scan_nodes(client)
+            scan = Scan(query, len(nodes))
+            while (step := scan.step()) is not None:
+                node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                cursor, keys = scan_reply(client.scan(step[1], match=MATCH, count=STEP, **node))
+                if cluster:
+                    replies = [self._run(Op.STATUS, _job_id(key)) for key in keys]
+                    now = client.time(**node)
+                else:
+                    now, *replies = self._statuses(keys, query.namespace)
+                scan.add_whole(cursor, keys, replies, time_reply(now))
+        return scan.status_page()
+
+    def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
+        """``TIME``, then ``status.lua`` on each job key, answering only ``namespace``'s
+        jobs whole: one pipelined round trip."""
+        lua = script(Op.STATUS)
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.time()
+            for key in keys:
+                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
+            try:
+                return pipe.execute()
+            except NoScriptError:  # flushed, restarted, failed over: load it, send again
+                self.client.script_load(lua.source)
+        raise StoreUnavailable(f"{self.where}: the status script could not be loaded")
 
     def purge(self, request: PurgeRequest) -> PurgePage:
         """Scans (see ``_purge``): per step one ``SCAN``, then ``purge.lua`` on what it found."""
@@ -471,6 +517,40 @@ class AsyncRedisStore:
                 now = await client.time(**node) if cluster else replies.pop(0)
                 scan.add(cursor, keys, replies, time_reply(now))
         return scan.page()
+
+    async def list_statuses(self, query: JobQuery) -> StatusPage:
+        """As ``RedisStore.list_statuses``."""
+        if not self._mapped:
+            await self._map_slots()
+        client = self.client
+        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+        with wrap_errors("list statuses", self.where):
+            nodes = _scan_nodes(client)
+            scan = Scan(query, len(nodes))
+            while (step := scan.step()) is not None:
+                node = {"target_nodes": nodes[step[0]]} if cluster else {}
+                reply = await client.scan(step[1], match=MATCH, count=STEP, **node)
+                cursor, keys = scan_reply(reply)
+                if cluster:
+                    replies = [await self._run(Op.STATUS, _job_id(key)) for key in keys]
+                    now = await client.time(**node)
+                else:
+                    now, *replies = await self._statuses(keys, query.namespace)
+                scan.add_whole(cursor, keys, replies, time_reply(now))
+        return scan.status_page()
+
+    async def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
+        lua = script(Op.STATUS)
+        for _ in range(2):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.time()
+            for key in keys:
+                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
+            try:
+                return await pipe.execute()
+            except NoScriptError:  # flushed, restarted, failed over: load it, send again
+                await self.client.script_load(lua.source)
+        raise StoreUnavailable(f"{self.where}: the status script could not be loaded")
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         """As ``RedisStore.purge``."""

@@ -30,6 +30,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    true,
     update,
 )
 from sqlalchemy.dialects import mysql, sqlite
@@ -51,6 +52,7 @@ from rill_executor.store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
@@ -567,28 +569,44 @@ _LISTED = [c for c in jobs.columns if c.name not in ("attempts",)]
 
 @cache
 def _list_query(
-    dialect: SqlDialect, states: int, dangling: bool, idle: bool, version: bool, after: bool
+    dialect: SqlDialect,
+    states: int,
+    dangling: bool,
+    idle: bool,
+    version: bool,
+    after: bool,
+    whole: bool = False,
 ) -> Executable:
-    """One page in job id order. The one-row clock is joined to the jobs, so the store's
-    time comes back even with no job: one statement, whatever the page holds."""
-    clock = select(dialect.now.label("now")).subquery("clock")
+    """One page in job id order. The page is chosen in a subquery of its own, so the
+    namespace index gives it in order and the scan stops at the page's end (joined as it
+    is found, the jobs would be sorted whole for every page); the one-row clock is joined
+    to it, so the store's time comes back even with no job: one statement, whatever the
+    page holds. ``whole`` reads the attempt history too."""
+    now = dialect.now
     where = [jobs.c.namespace == bindparam("namespace")]
     if states:
         where.append(jobs.c.state.in_([bindparam(f"state{i}") for i in range(states)]))
     if dangling:
         processing = JobState.PROCESSING.value
-        where += [jobs.c.state == processing, jobs.c.lease_until <= clock.c.now]
+        where += [jobs.c.state == processing, jobs.c.lease_until <= now]
     if idle:
-        where.append(jobs.c.updated_at <= clock.c.now - bindparam("idle_us"))
+        where.append(jobs.c.updated_at <= now - bindparam("idle_us"))
     if version:
         where.append(jobs.c.result_version == bindparam("result_version"))
     if after:
         where.append(jobs.c.job_id > bindparam("after"))
-    return (
-        select(clock.c.now, *_LISTED)
-        .select_from(clock.outerjoin(jobs, and_(*where)))
+    page = (
+        select(*(jobs.columns if whole else _LISTED))
+        .where(*where)
         .order_by(jobs.c.job_id)
         .limit(bindparam("limit"))
+        .subquery("page")
+    )
+    clock = select(now.label("now")).subquery("clock")
+    return (
+        select(clock.c.now, *page.c)
+        .select_from(clock.outerjoin(page, true()))
+        .order_by(page.c.job_id)
     )
 
 
@@ -622,9 +640,11 @@ def namespaces(limit: int) -> Flow:
     return found
 
 
-def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
-    """A page of a namespace's jobs: one statement; one row more than the page says
-    whether another page follows."""
+def _listing(
+    dialect: SqlDialect, query: JobQuery, whole: bool
+) -> tuple[Executable, dict[str, Any]]:
+    """The statement and parameters of a page: one row more than the page says whether
+    another page follows."""
     _cursor(query.after)
     params: dict[str, Any] = {"namespace": query.namespace, "limit": query.limit + 1}
     params |= {f"state{i}": state.value for i, state in enumerate(query.states)}
@@ -641,12 +661,33 @@ def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
         query.idle_us is not None,
         query.result_version is not None,
         query.after is not None,
+        whole,
     )
-    rows = yield statement, params
+    return statement, params
+
+
+def list_jobs(dialect: SqlDialect, query: JobQuery) -> Flow:
+    """A page of a namespace's jobs: one statement."""
+    rows = yield _listing(dialect, query, whole=False)
     now = int(rows[0]["now"])
     found = [job_row(row) for row in rows if row["job_id"] is not None]
     page = found[: query.limit]
     return JobPage(page, page[-1].job_id if len(found) > query.limit else None, now)
+
+
+def _whole(row: Mapping[str, Any], now: int) -> StoreStatus:
+    job = job_row(row)
+    return StoreStatus(job, _history(job, row["attempts"]), now, _json_text(row["events"]))
+
+
+def list_statuses(dialect: SqlDialect, query: JobQuery) -> Flow:
+    """A page of a namespace's jobs read whole, as ``status`` reads one: one statement."""
+    rows = yield _listing(dialect, query, whole=True)
+    now = int(rows[0]["now"])
+    found = [row for row in rows if row["job_id"] is not None]
+    page = [_whole(row, now) for row in found[: query.limit]]
+    more = len(found) > query.limit
+    return StatusPage(page, page[-1].job.job_id if more else None, now)
 
 
 # -- purging records past retention -------------------------------------------------------------

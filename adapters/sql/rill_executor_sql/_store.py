@@ -22,6 +22,7 @@ from rill_executor.store import (
     PurgeRequest,
     Resolution,
     SchemaMissing,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
@@ -284,6 +285,9 @@ class SqlStore:
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
 
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        return self._run(lambda: _flows.list_statuses(self.dialect, query), write=False)  # type: ignore[no-any-return]
+
     def namespaces(self, limit: int = 20) -> list[str]:
         """Up to ``limit`` namespaces that have jobs, in order: what an operator who typed a
         namespace with none is shown. One index probe a namespace."""
@@ -422,6 +426,9 @@ class AsyncSqlStore:
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         return await self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
+
+    async def list_statuses(self, query: JobQuery) -> StatusPage:
+        return await self._run(lambda: _flows.list_statuses(self.dialect, query), write=False)  # type: ignore[no-any-return]
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         return await self._run(  # type: ignore[no-any-return]
