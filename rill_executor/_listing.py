@@ -7,6 +7,7 @@ builds the query from what the caller asks and turns rows into ``JobSummary`` vi
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -19,6 +20,19 @@ from ._store import JobPage, JobQuery
 __all__ = ["JobList", "JobSummary", "dangling", "listed"]
 
 MAX_PAGE = 1000
+
+
+_CURSOR = re.compile(r"[0-9a-f]{64}")  # a job id: where the last page ended
+
+
+def check_cursor(after: str | None) -> None:
+    """Refuse a cursor no page of a store ordered by job id returned: it would answer an
+    empty last page."""
+    if after is not None and not _CURSOR.fullmatch(after):
+        raise UsageError(
+            f"cursor {after!r} is not one this store returned: pass a page's cursor as it"
+            " came, or none to start from the first page"
+        )
 
 
 def dangling(job: JobRow, now: int) -> bool:

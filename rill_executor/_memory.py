@@ -8,7 +8,6 @@ creation, so, like a database's, it does not follow later changes of the caller'
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 import uuid
@@ -29,9 +28,8 @@ from ._decisions import (
     superseded_attempt,
     watched_row,
 )
-from ._errors import UsageError
 from ._events import appended_event
-from ._listing import listed
+from ._listing import check_cursor, listed
 from ._notices import lapse_notices, leasable, lease_notice, settle_notice
 from ._purge import fence_keep_until, purge_batch
 from ._records import AttemptOutcome, AttemptRow, JobRow
@@ -54,17 +52,6 @@ from ._store import (
 )
 
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"]
-
-_CURSOR = re.compile(r"[0-9a-f]{64}")  # a job id: where the last page ended
-
-
-def _cursor(after: str | None) -> None:
-    """Refuse a cursor no page returned: it would answer an empty last page."""
-    if after is not None and not _CURSOR.fullmatch(after):
-        raise UsageError(
-            f"cursor {after!r} is not one this store returned: pass a page's cursor as it"
-            " came, or none to start from the first page"
-        )
 
 
 class MemoryStore:
@@ -204,7 +191,7 @@ class MemoryStore:
             return sorted({job.namespace for job in self._jobs.values()})[:limit]
 
     def list_jobs(self, query: JobQuery) -> JobPage:
-        _cursor(query.after)
+        check_cursor(query.after)
         with self._lock:
             now = self._now()
             found = sorted(
@@ -231,7 +218,7 @@ class MemoryStore:
         return StoreStatus(job, attempts, now, self._events.get(job_id, "[]"))
 
     def purge(self, request: PurgeRequest) -> PurgePage:
-        _cursor(request.after)
+        check_cursor(request.after)
         with self._lock:
             now = self._now()
             doomed, kept, cursor = purge_batch(self._jobs.values(), request, now)

@@ -31,7 +31,7 @@ from ._errors import (
     UsageError,
 )
 from ._events import MAX_EVENTS, appended_event
-from ._listing import dangling, listed
+from ._listing import check_cursor, dangling, listed
 from ._notices import (
     NoticeStatus,
     add_watch,
@@ -125,6 +125,7 @@ __all__ = [
     "add_watch",
     "appended_event",
     "attempt_outcome",
+    "check_cursor",
     "check_resolve",
     "check_write",
     "claimed_row",

@@ -13,7 +13,6 @@ transaction.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import fields, replace
 from functools import cache
@@ -56,9 +55,9 @@ from rill_executor.store import (
     StoreAnswer,
     StoreStatus,
     StoreUnavailable,
-    UsageError,
     appended_event,
     attempt_outcome,
+    check_cursor,
     check_resolve,
     check_write,
     claimed_row,
@@ -610,18 +609,6 @@ def _list_query(
     )
 
 
-_CURSOR = re.compile(r"[0-9a-f]{64}")  # a job id: where the last page ended
-
-
-def _cursor(after: str | None) -> None:
-    """Refuse a cursor no page returned: it would answer an empty last page."""
-    if after is not None and not _CURSOR.fullmatch(after):
-        raise UsageError(
-            f"cursor {after!r} is not one this store returned: pass a page's cursor as it"
-            " came, or none to start from the first page"
-        )
-
-
 _next_namespace = select(func.min(jobs.c.namespace).label("name")).where(
     jobs.c.namespace > bindparam("after")
 )
@@ -645,7 +632,7 @@ def _listing(
 ) -> tuple[Executable, dict[str, Any]]:
     """The statement and parameters of a page: one row more than the page says whether
     another page follows."""
-    _cursor(query.after)
+    check_cursor(query.after)
     params: dict[str, Any] = {"namespace": query.namespace, "limit": query.limit + 1}
     params |= {f"state{i}": state.value for i, state in enumerate(query.states)}
     if query.idle_us is not None:
@@ -791,7 +778,7 @@ def _picked_row(row: Mapping[Any, Any]) -> JobRow:
 
 
 def purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
-    _cursor(request.after)
+    check_cursor(request.after)
     if dialect.server_side and not request.dry_run:
         return _server_purge(request)
     return _client_purge(dialect, request)
