@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ._events import split_log
 from ._text import load_json
 
 __all__ = [
@@ -198,10 +199,10 @@ class EventInfo(_View):
     data: dict[str, Any] | None = None  # e.g. a resolution's state before
 
     @classmethod
-    def many(cls, text: str | None) -> tuple[EventInfo, ...]:
-        return tuple(
-            cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in load_json(text or "[]")
-        )
+    def log(cls, text: str | None) -> tuple[tuple[EventInfo, ...], int]:
+        """The entries of an event log and how many it dropped (``rill_executor._events``)."""
+        entries, dropped = split_log(load_json(text or "[]"))
+        return tuple(cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in entries), dropped
 
 
 class AttemptInfo(_View):
@@ -276,7 +277,8 @@ class JobStatus(_View):
     attempts: tuple[AttemptInfo, ...]
     watchers: dict[str, Any] = {}  # dispatches waiting for the end (watch id -> target)
     notices: tuple[NoticeInfo, ...] = ()  # the outbox
-    events: tuple[EventInfo, ...] = ()  # the event log, oldest first (the newest are kept)
+    events: tuple[EventInfo, ...] = ()  # the event log, oldest first (the first are kept)
+    events_dropped: int = 0  # reported events not kept: the log was full (see record_event)
 
     @property
     def outputs(self) -> tuple[OutputRef, ...]:
@@ -294,7 +296,7 @@ class JobStatus(_View):
     def build(
         cls, job: JobRow, attempts: list[AttemptRow], now: int, events: str = "[]"
     ) -> JobStatus:
-        logged = EventInfo.many(events)
+        logged, dropped = EventInfo.log(events)
         return cls(
             namespace=job.namespace,
             key=job.key,
@@ -328,6 +330,7 @@ class JobStatus(_View):
             watchers=load_json(job.watchers or "{}"),
             notices=NoticeInfo.many(job.notices),
             events=logged,
+            events_dropped=dropped,
         )
 
 

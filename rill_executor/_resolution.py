@@ -34,6 +34,7 @@ from pydantic import TypeAdapter
 
 from ._codec import adapter_for, encode_error, encode_result, type_name
 from ._errors import InvalidPayload, ResolutionRefused
+from ._events import RESOLVED
 from ._idempotent import HANDLER_NAME
 from ._notices import finish_notices
 from ._records import AttemptOutcome, ErrorInfo, JobRow, JobState
@@ -59,7 +60,6 @@ __all__ = [
     "resolved_row",
 ]
 
-RESOLVED = "resolved"  # the event kind
 RESOLVED_ERROR = "resolved:"  # the prefix of the error type a redo or terminate records
 
 

@@ -71,8 +71,8 @@ def status(key: str, handler: str | None, store: str, namespace: str, output: st
     out.print(attempts_table(job))
     if job.notices:
         out.print(notices_table(job.notices))
-    if job.events:
-        out.print(events_table(job.events))
+    if job.events or job.events_dropped:
+        out.print(events_table(job.events, job.events_dropped))
 
 
 @click.command()
@@ -88,7 +88,7 @@ def attempts(key: str, handler: str | None, store: str, namespace: str, output: 
         dumped = job.model_dump(mode="json")
         echo_json(
             {name: dumped[name] for name in ("namespace", "key", "state", "fence")}
-            | {"attempts": dumped["attempts"], "events": dumped["events"]}
+            | {name: dumped[name] for name in ("attempts", "events", "events_dropped")}
         )
         return
     out = console()

@@ -211,9 +211,12 @@ def attempt_details(attempt: AttemptInfo) -> list[Text]:
     return lines
 
 
-def events_table(events: tuple[EventInfo, ...]) -> Table:
-    """The job's event log: refused tokens, resolutions (who, why, the state before)."""
+def events_table(events: tuple[EventInfo, ...], dropped: int = 0) -> Table:
+    """The job's event log: refused tokens, resolutions (who, why, the state before), and
+    how many reported events it dropped once full."""
     found = table("at", "event", "by", "attempt", "fence", "reason", "detail", title="events")
+    if dropped:
+        found.caption = f"{dropped} later reported events dropped: the log keeps its first"
     for e in events:
         before = (e.data or {}).get("before")
         detail = e.detail or "-"

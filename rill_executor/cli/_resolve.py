@@ -141,4 +141,4 @@ def resolve(
         soft_wrap=True,
     )
     out.print(job_table(after))
-    out.print(events_table(after.events))
+    out.print(events_table(after.events, after.events_dropped))

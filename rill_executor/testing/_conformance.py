@@ -858,13 +858,24 @@ class StoreConformance(HostileStrings):
             ledger.record_event("k", "token_refused", fence="1")
         assert _stable(ledger.status("k")) == before
 
-    def test_the_event_log_keeps_the_newest_entries(self, ledger: DrivenLedger) -> None:
+    def test_the_event_log_keeps_its_first_entries_and_counts_the_rest(
+        self, ledger: DrivenLedger
+    ) -> None:
         ledger.claim("k")
         for n in range(MAX_EVENTS + 3):
             ledger.record_event("k", "token_refused", reason=f"r{n}")
         status = ledger.status("k")
         assert status is not None
-        assert [e.reason for e in status.events] == [f"r{n}" for n in range(3, MAX_EVENTS + 3)]
+        assert [e.reason for e in status.events] == [f"r{n}" for n in range(MAX_EVENTS)]
+        assert status.events_dropped == 3
+        resolved = ledger.resolve("k", "terminate", reason="stuck", actor="alice", force=True)
+        assert [e.kind for e in resolved.events[-2:]] == ["token_refused", "resolved"]
+        assert len(resolved.events) == MAX_EVENTS + 1
+        assert resolved.events_dropped == 3
+        ledger.record_event("k", "token_refused", reason="late")
+        after = ledger.status("k")
+        assert after is not None
+        assert (after.events, after.events_dropped) == (resolved.events, 4)
 
     # -- manual resolution: fenced, recorded with reason and actor ---------------------------
 

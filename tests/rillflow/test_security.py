@@ -35,6 +35,7 @@ from rill_executor.rillflow import (
     status_router,
 )
 from rill_executor.rillflow._tokens import _unb64
+from rill_executor.store import MAX_EVENTS
 from rill_executor.testing.rillflow import serve_app
 
 from .service import ExecutorService
@@ -457,6 +458,43 @@ def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
     status = run(service.status)
     assert status is not None and status.events == ()
     assert service.executor._handoffs.forged == 70
+
+
+def test_refused_genuine_tokens_cannot_push_the_first_entries_out(service: Service) -> None:
+    """72 genuine tokens of attempts that do not own the job, each refused (409) with a
+    bounded entry: the log keeps the first 64 and counts the 8 it dropped."""
+    genuine = service.executor._handoffs.tokens
+    assert genuine is not None
+    claims = genuine.verify(_token_of(service))
+
+    def late(n: int) -> str:
+        claim = SimpleNamespace(
+            namespace=claims.namespace,
+            key=claims.key,
+            job_id=claims.job_id,
+            attempt_id=f"late-{n}",
+            fence=claims.fence,
+        )
+        return genuine.issue(claim, handler=claims.handler, ttl=60)  # type: ignore[arg-type]
+
+    async def scenario() -> list[int]:
+        async with service.client() as http:
+            return [
+                (
+                    await http.post(
+                        "/rill/complete",
+                        json={"result": {"late": n}},
+                        headers={"Authorization": f"Bearer {late(n)}"},
+                    )
+                ).status_code
+                for n in range(MAX_EVENTS + 8)
+            ]
+
+    assert run(scenario) == [409] * (MAX_EVENTS + 8)
+    status = run(service.status)
+    assert status is not None
+    assert [e.attempt_id for e in status.events] == [f"late-{n}" for n in range(MAX_EVENTS)]
+    assert status.events_dropped == 8
 
 
 # Any input: never a 5xx, never a traceback.

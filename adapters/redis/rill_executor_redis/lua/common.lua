@@ -45,6 +45,30 @@ local function us(n)
   return string.format('%d', n)
 end
 
+-- The event log `log` (JSON text) with `entry` appended, or counted as dropped once `limit`
+-- reported entries are kept; a resolution is always appended. The count is the log's last
+-- element, {dropped = n, at = ...}: rill_executor._events.appended_event, in Lua.
+local function append_event(log, entry, limit)
+  local events, dropped = cjson.decode(log or '[]'), 0
+  if #events > 0 and events[#events].kind == nil then
+    dropped = tonumber(events[#events].dropped)
+    events[#events] = nil
+  end
+  local reported = 0
+  for _, e in ipairs(events) do
+    if e.kind ~= 'resolved' then reported = reported + 1 end
+  end
+  if entry.kind == 'resolved' or reported < tonumber(limit) then
+    events[#events + 1] = entry
+  else
+    dropped = dropped + 1
+  end
+  if dropped > 0 then
+    events[#events + 1] = {dropped = dropped, at = entry.at}
+  end
+  return cjson.encode(events)
+end
+
 local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

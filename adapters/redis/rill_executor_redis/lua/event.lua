@@ -1,5 +1,5 @@
 -- event: append an entry to the job's event log (rill_executor's appended_event), stamped
--- `at` on this server's clock, keeping the newest `limit`; nothing if there is no job.
+-- `at` on this server's clock, the first `limit` kept (append_event); nothing if there is no job.
 -- The log is the hash field `events` (a JSON array), read by status alone.
 -- Arguments: the entry (a JSON object), limit.
 -- Reply: 1 if appended, 0 if there is no job.
@@ -9,13 +9,7 @@ local now = clock()
 if not redis.call('HGET', KEYS[1], 'state') then
   return 0
 end
-local events = cjson.decode(redis.call('HGET', KEYS[1], 'events') or '[]')
 local entry = cjson.decode(event)
 entry.at = us(now)
-events[#events + 1] = entry
-local keep = {}
-for i = math.max(1, #events - tonumber(limit) + 1), #events do
-  keep[#keep + 1] = events[i]
-end
-redis.call('HSET', KEYS[1], 'events', cjson.encode(keep))
+redis.call('HSET', KEYS[1], 'events', append_event(redis.call('HGET', KEYS[1], 'events'), entry, limit))
 return 1

@@ -67,8 +67,7 @@ if job[STATE] == 'processing' then
 end
 redis.call('HSET', KEYS[2], unpack(history))
 
-local events = cjson.decode(redis.call('HGET', KEYS[1], 'events') or '[]')
-events[#events + 1] = {
+local entry = {
   kind = 'resolved', attempt_id = cjson.null, fence = tonumber(fence), reason = reason,
   detail = action, actor = actor, at = us(now),
   data = {force = force == '1', before = {
@@ -76,11 +75,7 @@ events[#events + 1] = {
     lease_live = live and true or false,
   }},
 }
-local keep = {}
-for i = math.max(1, #events - tonumber(limit) + 1), #events do
-  keep[#keep + 1] = events[i]
-end
-redis.call('HSET', KEYS[1], 'events', cjson.encode(keep))
+redis.call('HSET', KEYS[1], 'events', append_event(redis.call('HGET', KEYS[1], 'events'), entry, limit))
 
 -- Kept a retention from now (a redo's record too: its history and the decision stay
 -- readable), the history one retention longer, as finish.lua does; no expiry while a
