@@ -14,6 +14,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     sys.exit("the rill-executor command needs the 'cli' extra: pip install 'rill-executor[cli]'")
 
-from ._main import ExitCode, main
+from ._exit import ExitCode
+from ._main import main
 
 __all__ = ["ExitCode", "main"]

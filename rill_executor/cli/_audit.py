@@ -12,7 +12,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .._drill import DrillReport
 from .._ledger import Ledger
-from ._main import CliError, ExitCode
+from ._exit import CliError, ExitCode
 from ._options import job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table, when
 

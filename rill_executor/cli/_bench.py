@@ -1,6 +1,6 @@
 """``bench``: what the ledger costs on the operator's own store, as ratios to its floor.
 
-The measuring is ``rill_executor._bench``; this module opens the ledger and prints.
+The measuring is ``rill_executor.cli._measure``; this module opens the ledger and prints.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 import click
 
-from .._bench import BenchReport, run_bench
 from .._ledger import Ledger
+from ._measure import BenchReport, run_bench
 from ._options import duration_option, output_option, refuse_missing_file, store_option
 from ._output import console, echo_json, table
 

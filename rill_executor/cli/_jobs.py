@@ -15,7 +15,7 @@ from .._ledger import Ledger
 from .._listing import JobSummary
 from .._records import JobState, JobStatus
 from .._resolution import is_resolution
-from ._main import CliError, ExitCode
+from ._exit import CliError, ExitCode
 from ._options import duration_option, job_options, nothing_found, open_ledger
 from ._output import (
     attempt_details,

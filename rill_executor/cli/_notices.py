@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .._ledger import AsyncLedger, Ledger
-from ._main import CliError, ExitCode
+from ._exit import CliError, ExitCode
 from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table
 

@@ -14,6 +14,7 @@ import click
 
 from .._errors import RillExecutorError
 from .._ledger import Ledger
+from ._exit import CliError, ExitCode
 
 __all__ = [
     "OUTPUT_KEY",
@@ -103,7 +104,6 @@ def nothing_found(namespace: str, what: str, store: object = None) -> Exception:
     """The error (exit 3) of a command that found no job in ``namespace``: a typo'd
     namespace must not look like a healthy one. A store that can list its namespaces
     cheaply (memory, SQL: ``store.namespaces(limit)``) has them named."""
-    from ._main import CliError, ExitCode
 
     names = _namespaces(store)
     shown = "" if names is None else f"; namespaces with jobs: {', '.join(names) or 'none'}"
@@ -128,7 +128,6 @@ def _namespaces(store: object) -> list[str] | None:
 def refuse_missing_file(url: str) -> None:
     """Refuse a SQLite URL naming a file that does not exist: opening it would create an
     empty store, and an operator's typo should change nothing."""
-    from ._main import CliError, ExitCode
 
     if not url.lower().startswith("sqlite"):
         return

@@ -12,8 +12,8 @@ from .._errors import ResolutionRefused
 from .._ledger import Ledger
 from .._records import JobState, JobStatus
 from .._resolution import NO_RESULT, default_actor
+from ._exit import CliError, ExitCode
 from ._jobs import found_job, handler_option
-from ._main import CliError, ExitCode
 from ._options import job_options, open_ledger
 from ._output import console, echo_json, events_table, job_table, warn
 from ._retention import recorded_retentions

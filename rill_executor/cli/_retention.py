@@ -16,7 +16,7 @@ from rich.text import Text
 
 from .._duplicate_window import DuplicateWindow, RetryPolicy
 from .._ledger import Ledger
-from ._main import CliError, ExitCode
+from ._exit import CliError, ExitCode
 from ._options import duration_option, open_ledger, output_option
 from ._output import console, echo_json
 

@@ -1,4 +1,4 @@
-"""The store contract as tests: ARCHITECTURE §4 invariants 1-6 and 10, sync and async.
+"""The store contract as tests: the invariants of docs/concepts.md ("Invariants"), sync and async.
 
 Every test body runs twice, through ``Ledger`` and through ``AsyncLedger`` (see
 ``LedgerDriver``), against a real store opened by URL.

@@ -1,4 +1,4 @@
-"""Hostile strings through every field a store keeps (ARCHITECTURE §4 invariant 10).
+"""Hostile strings through every field a store keeps (docs/concepts.md, "Invariants").
 
 NUL, lone surrogates, control characters, the stores' own escape character and very long
 strings, fed through each field: an identity-like field (key, origin, watch, result

@@ -1,5 +1,5 @@
 """A hypothesis state machine that drives a real store and checks it against a small,
-independent reference model of the job lifecycle (ARCHITECTURE §3)."""
+independent reference model of the job lifecycle (docs/concepts.md, "Lifecycle")."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ last writes even with AOF on every node. See docs/redis.md.
 
 from __future__ import annotations
 
-import enum
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,7 +30,9 @@ from redis.exceptions import ResponseError
 
 from rill_executor import ConfigError
 
-if TYPE_CHECKING:  # _client imports this module's Durability through _url
+from ._url import Durability
+
+if TYPE_CHECKING:
     from ._client import AsyncClient, SyncClient
 
 __all__ = [
@@ -49,12 +50,6 @@ __all__ = [
 ]
 
 SETTINGS = ("appendonly", "appendfsync", "maxmemory-policy")
-
-
-class Durability(enum.StrEnum):
-    WARN = "warn"
-    REQUIRE = "require"
-    IGNORE = "ignore"
 
 
 class DurabilityWarning(RuntimeWarning):

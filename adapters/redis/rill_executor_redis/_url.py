@@ -13,6 +13,7 @@ the option, before any client exists.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -20,9 +21,7 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS, to_bool
 
 from rill_executor import ConfigError
 
-from ._deployment import Durability
-
-__all__ = ["StoreUrl", "parse_url"]
+__all__ = ["Durability", "StoreUrl", "parse_url"]
 
 _SCHEMES = {
     "redis": ("redis", False),
@@ -42,6 +41,14 @@ _EXAMPLES = {  # what the numeric redis-py options take, with a valid value
     "socket_read_size": "a number of bytes, e.g. socket_read_size=65536",
     "protocol": "2 or 3, e.g. protocol=3",
 }
+
+
+class Durability(enum.StrEnum):
+    """What to do when the deployment can lose acknowledged writes (see ``_deployment``)."""
+
+    WARN = "warn"
+    REQUIRE = "require"
+    IGNORE = "ignore"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from rill_executor import Ledger
 ledger = Ledger("postgresql+psycopg://app@db/jobs", namespace="transcode")
 """
 
-from ._schema import SCHEMA_VERSION
+from ._migrations import SCHEMA_VERSION
 from ._store import AsyncSqlStore, SqlStore, open_async_sql_store, open_sql_store, upgrade_schema
 
 __all__ = [

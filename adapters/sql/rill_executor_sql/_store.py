@@ -28,7 +28,7 @@ from rill_executor.store import (
     StoreUnavailable,
 )
 
-from . import _flows, _schema
+from . import _flows, _migrations, _schema
 from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
@@ -143,11 +143,11 @@ def _describe(dialect: SqlDialect, url: Any) -> str:
 
 
 def _schema_problem(version: int | None) -> SchemaMissing | None:
-    if version is not None and version >= _schema.SCHEMA_VERSION:
+    if version is not None and version >= _migrations.SCHEMA_VERSION:
         return None
     have = "no schema" if version is None else f"schema version {version}"
     return SchemaMissing(
-        f"the database has {have}; this library needs version {_schema.SCHEMA_VERSION}."
+        f"the database has {have}; this library needs version {_migrations.SCHEMA_VERSION}."
         " Run `rill-executor schema upgrade --store URL` (SQLite files are upgraded on open)"
     )
 
@@ -156,7 +156,7 @@ def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
     if dialect.family == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(7262111)"))  # one upgrader at a time
     now = conn.execute(text(f"SELECT {dialect.now}")).scalar_one()
-    return _schema.upgrade(conn, int(now))
+    return _migrations.upgrade(conn, int(now))
 
 
 def _identity(found: str | None) -> str:
@@ -187,7 +187,7 @@ class SqlStore:
                 self.store_id()
             elif check:
                 with wrap_errors(self._where), self.engine.connect() as conn:
-                    problem = _schema_problem(_schema.installed_version(conn))
+                    problem = _schema_problem(_migrations.installed_version(conn))
                     if not problem:
                         self._store_id = _identity(_schema.read_store_id(conn))
                 if problem:
@@ -330,7 +330,7 @@ class AsyncSqlStore:
             await self.upgrade()
         with wrap_errors(self._where):  # the connect too: a refused login is ours to explain
             async with self.engine.connect() as conn:
-                version = await conn.run_sync(_schema.installed_version)
+                version = await conn.run_sync(_migrations.installed_version)
                 problem = _schema_problem(version)
                 found = None if problem else await conn.run_sync(_schema.read_store_id)
         if problem:

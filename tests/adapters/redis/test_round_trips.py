@@ -1,4 +1,5 @@
-"""Every store operation is exactly one command on the wire: one EVALSHA (ARCHITECTURE §5).
+"""Every store operation is exactly one command on the wire: one EVALSHA (docs/stores.md,
+"What an operation costs").
 
 Counted with MONITOR on a private server, between two marker commands; the commands a
 script runs inside Redis are reported by MONITOR as from "lua" and are not round trips.

@@ -23,7 +23,8 @@ from rill_executor import (
 )
 from rill_executor._keys import job_id
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
-from rill_executor_sql._schema import create_v1, installed_version, jobs, metadata
+from rill_executor_sql._migrations import create_v1, installed_version
+from rill_executor_sql._schema import jobs, metadata
 
 FAMILIES = ["sqlite", "postgres", "mariadb"]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ._claim import Claim
-from ._errors import JobInProgress, StaleAttempt
-from ._ledger import Ledger
-from ._records import JobStatus
+from .._claim import Claim
+from .._errors import JobInProgress, StaleAttempt
+from .._ledger import Ledger
+from .._records import JobStatus
 
 __all__ = ["run_demo"]
 

@@ -1,0 +1,136 @@
+"""The schema's versions: what each changed, and bringing a database to the current one.
+
+A new database gets the current tables (``_schema.metadata``); an older one gets the
+``MIGRATIONS`` it lacks, in the caller's transaction. On PostgreSQL the schema has a
+function too, ``rill_claim`` (version 9, ``claim_function`` in ``_queries``): the claim,
+which reads a job before it starts an insert. Its result columns are the job's: a version
+that changes them replaces it (``DROP FUNCTION``, then create it again).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from sqlalchemy import Connection, MetaData, Table, func, inspect, select, text
+
+from ._queries import claim_function
+from ._schema import _mysql, fences, identity, jobs, metadata, read_store_id, versions
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_v1", "installed_version", "upgrade"]
+
+
+def _v2_outputs(conn: Connection) -> None:
+    """Version 2: the outputs the running attempt registered (S3 output objects)."""
+    kind = jobs.c.outputs.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN outputs {kind} NOT NULL DEFAULT '[]'"))
+
+
+def _v3_store_id(conn: Connection) -> None:
+    """Version 3: the store's identity, carried by the keys of its output objects."""
+    identity.create(conn, checkfirst=True)
+    if read_store_id(conn) is None:
+        conn.execute(identity.insert().values(singleton=1, store_id=uuid.uuid4().hex))
+
+
+def _v4_outbox(conn: Connection) -> None:
+    """Version 4: the outbox (watches, completion notices) and what each attempt answered."""
+    kind = jobs.c.notices.type.compile(dialect=conn.dialect)
+    for column, default in (("watchers", "'{}'"), ("notices", "'[]'")):
+        conn.execute(
+            text(f"ALTER TABLE rill_jobs ADD COLUMN {column} {kind} NOT NULL DEFAULT {default}")
+        )
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN origin TEXT"))
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN notice_due BIGINT"))
+    (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_notice_due")
+    index.create(conn)
+
+
+def _v5_events(conn: Connection) -> None:
+    """Version 5: the job's event log (refused completion tokens)."""
+    kind = jobs.c.events.type.compile(dialect=conn.dialect)
+    conn.execute(text(f"ALTER TABLE rill_jobs ADD COLUMN events {kind} NOT NULL DEFAULT '[]'"))
+
+
+def _v6_purge(conn: Connection) -> None:
+    """Version 6: purging records past retention (the fences they leave, the walk index)."""
+    fences.create(conn, checkfirst=True)
+    (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_namespace")
+    index.create(conn)
+
+
+def _v7_trace(conn: Connection) -> None:
+    """Version 7: the trace context (W3C traceparent) of the running attempt's span, and
+    the notice index for pending notices only where the database has partial indexes."""
+    conn.execute(text("ALTER TABLE rill_jobs ADD COLUMN trace VARCHAR(128)"))
+    if conn.dialect.name in ("postgresql", "sqlite"):
+        (index,) = (i for i in jobs.indexes if i.name == "ix_rill_jobs_notice_due")
+        index.drop(conn)
+        index.create(conn)
+
+
+def _v8_claim_function(conn: Connection) -> None:
+    """Version 8: PostgreSQL claims through ``rill_claim`` (nothing to do elsewhere)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(claim_function())
+
+
+def _v9_lapse(conn: Connection) -> None:
+    """Version 9: a takeover of a watched job keeps it due at its new lease's end, when a
+    lapse notice would be added (PostgreSQL's ``rill_claim``; nothing to do elsewhere)."""
+    _v8_claim_function(conn)
+
+
+# Each version's change to the one before. A new database gets ``metadata`` as it is now;
+# an older one gets the changes it lacks. Version 1 is the first released table (see
+# ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {
+    2: _v2_outputs,
+    3: _v3_store_id,
+    4: _v4_outbox,
+    5: _v5_events,
+    6: _v6_purge,
+    7: _v7_trace,
+    8: _v8_claim_function,
+    9: _v9_lapse,
+}
+SCHEMA_VERSION = 9
+
+
+def create_v1(conn: Connection, now_us: int) -> None:
+    """The schema as version 1 left it: to test upgrades from it."""
+    v1 = MetaData()
+    Table(
+        jobs.name,
+        v1,
+        *(c._copy() for c in jobs.columns if not c.info.get("since")),
+        **_mysql,
+    )
+    versions.to_metadata(v1).create(conn, checkfirst=True)
+    v1.create_all(conn)
+    conn.execute(versions.insert().values(version=1, applied_at=now_us))
+
+
+def installed_version(conn: Connection) -> int | None:
+    """The newest applied version, or None when the schema table is absent."""
+    if not inspect(conn).has_table(versions.name):
+        return None
+    return conn.execute(select(func.max(versions.c.version))).scalar_one_or_none() or 0
+
+
+def upgrade(conn: Connection, now_us: int) -> list[int]:
+    """Bring the schema to ``SCHEMA_VERSION`` in the caller's transaction."""
+    versions.create(conn, checkfirst=True)
+    have = installed_version(conn) or 0
+    if have == 0:
+        metadata.create_all(conn, tables=[jobs, fences])
+        _v3_store_id(conn)
+        _v8_claim_function(conn)
+        conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
+        return [SCHEMA_VERSION]
+    applied = []
+    for version in sorted(v for v in MIGRATIONS if v > have):
+        MIGRATIONS[version](conn)
+        conn.execute(versions.insert().values(version=version, applied_at=now_us))
+        applied.append(version)
+    return applied
