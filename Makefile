@@ -1,6 +1,7 @@
 # Two commands: `make demo` (no server needed) and `make test` (the whole suite);
 # `make bench` runs the benchmarks (PostgreSQL and Redis on their usual local ports);
 # `make bench-gc` purges 1,000,000 records on each while claims run (GC_ARGS to change it).
+# `make docs` builds the documentation site into site/ (mkdocs build --strict).
 # `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint bench bench-gc bench-audit
+.PHONY: demo test lint docs bench bench-gc bench-audit
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,10 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadscope
+
+docs: $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-docs.txt
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-bench.txt
