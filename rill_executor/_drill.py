@@ -12,6 +12,7 @@ anything else is a count.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -121,10 +122,16 @@ def _notices_match(status: JobStatus) -> list[str]:
 
 
 def _delivered_once(status: JobStatus) -> list[str]:
-    sent = Counter((n.watch, n.fence) for n in status.notices if n.status == "delivered")
+    """One delivery per outcome and callback target: a redo of a finished engine task has a
+    target of its own (a new ``ts``) and is told again, rightly."""
+    sent = Counter(
+        (n.watch, n.fence, json.dumps(n.target, sort_keys=True))
+        for n in status.notices
+        if n.status == "delivered"
+    )
     return [
-        f"the outcome of fence {fence} was delivered {count} times to {watch}"
-        for (watch, fence), count in sent.items()
+        f"the outcome of fence {fence} was delivered {count} times to {watch} at {target}"
+        for (watch, fence, target), count in sent.items()
         if count > 1
     ]
 

@@ -155,19 +155,20 @@ def replay_notice(
     notices: str, watch: str, fence: int, state: str, error: str | None, now: int
 ) -> str:
     """The notices after a claim found the job ended at ``fence``: the watch is answered from
-    the stored outcome. A pending notice of the same watch and fence takes the new target
-    instead of a second notice (a resend or a quick re-dispatch: one callback is enough);
-    one already delivered to the same target answers it (the engine's resend of a dispatch
-    it got the callback for: a second one would only be refused as a duplicate)."""
+    the stored outcome. A notice of the same watch and fence to the same target answers it
+    (the engine's resend of a dispatch: a second callback would only be refused as a
+    duplicate); a pending one not being sent takes the new target instead of a second notice
+    (a quick re-dispatch: one callback is enough). One being sent (leased) keeps its target,
+    and the new one gets a notice of its own: the redo it answers must hear too."""
     entry = json.loads(watch)
     found = json.loads(notices or "[]")
     for notice in found:
         if notice["watch"] != entry["id"] or notice["fence"] != fence:
             continue
-        if notice["status"] == NoticeStatus.PENDING:
-            notice["target"] = entry["target"]
+        if notice["status"] != NoticeStatus.DROPPED and notice["target"] == entry["target"]:
             return _dump(found)
-        if notice["status"] == NoticeStatus.DELIVERED and notice["target"] == entry["target"]:
+        if notice["status"] == NoticeStatus.PENDING and (notice["lease_until"] or 0) <= now:
+            notice["target"] = entry["target"]
             return _dump(found)
     found.append(_notice(len(found) + 1, entry["id"], entry["target"], fence, state, error, now))
     return _dump(found)

@@ -1113,6 +1113,30 @@ class StoreConformance(HostileStrings):
         assert notice.state is JobState.FAILED and notice.error is not None
         assert notice.error.message == "unsupported codec"
 
+    def test_a_redispatch_while_its_notice_is_being_sent_gets_a_notice_of_its_own(
+        self, ledger: DrivenLedger
+    ) -> None:
+        """A redo arriving while the callback to the earlier dispatch is on the wire: that
+        notice keeps its target, and the redo's is sent after it (else the redone engine task
+        would wait for a callback nobody sends)."""
+        ledger.claim("ok", watch=Watch("task", {"url": "u1"})).commit("done")
+        (sending,) = ledger.lease_notices(owner="d", lease=30)
+        ledger.claim("ok", watch=Watch("task", {"url": "u1"}))  # the engine's resend: no more
+        ledger.claim("ok", watch=Watch("task", {"url": "u2"}))  # the redo
+        assert ledger.settle_notice(sending, "delivered", "ok", detail="200")
+        assert sending.info.target == {"url": "u1"}
+        (redo,) = ledger.lease_notices(owner="d", lease=30)
+        assert (redo.info.target, redo.info.fence) == ({"url": "u2"}, sending.info.fence)
+        assert ledger.settle_notice(redo, "delivered", "ok", detail="200")
+        status = ledger.status("ok")
+        assert status is not None
+        assert [(n.target, n.status) for n in status.notices] == [
+            ({"url": "u1"}, "delivered"),
+            ({"url": "u2"}, "delivered"),
+        ]
+        report = ledger.drill()
+        assert report.broken == ()
+
     def test_a_resent_dispatch_already_answered_gets_no_second_notice(
         self, ledger: DrivenLedger
     ) -> None:

@@ -233,17 +233,20 @@ local function outbox()
     return encoded(found)
   end
 
-  -- The notices after a claim found the job ended (rill_executor's replay_notice).
+  -- The notices after a claim found the job ended (rill_executor's replay_notice): a notice
+  -- to the same target answers it; a pending one not being sent takes the new target; one
+  -- being sent (leased) keeps its own, and the new target gets a notice of its own.
   local function replay_notice(notices, id, target, fence, state, err, now)
     local found = decoded(notices)
     for _, notice in ipairs(found) do
       if notice.watch == id and notice.fence == fence then
-        if notice.status == 'pending' then
+        if notice.status ~= 'dropped' and notice.target == target then
+          return encoded(found) -- a resend of a dispatch already answered or being answered
+        end
+        local leased = notice.lease_until ~= cjson.null and tonumber(notice.lease_until) > now
+        if notice.status == 'pending' and not leased then
           notice.target = target
           return encoded(found)
-        end
-        if notice.status == 'delivered' and notice.target == target then
-          return encoded(found) -- a resend of a dispatch already answered
         end
       end
     end
