@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import imageio_ffmpeg
+from opentelemetry import trace
 
 __all__ = ["PROFILES", "concat", "frames", "generate", "split", "transcode"]
 
@@ -23,11 +24,13 @@ PROFILES: dict[str, list[str]] = {
     "mpeg4-v1": ["-c:v", "mpeg4", "-q:v", "5"],
 }
 _AUDIO = ["-c:a", "aac", "-b:a", "48k"]
+tracer = trace.get_tracer("examples.transcode")  # recording only once an SDK is configured
 
 
 def _ffmpeg(*args: str | Path) -> None:
     command = [imageio_ffmpeg.get_ffmpeg_exe(), "-hide_banner", "-loglevel", "error", "-y"]
-    done = subprocess.run([*command, *map(str, args)], capture_output=True, check=False)
+    with tracer.start_as_current_span("ffmpeg", attributes={"ffmpeg.args": list(map(str, args))}):
+        done = subprocess.run([*command, *map(str, args)], capture_output=True, check=False)
     if done.returncode != 0:
         error = done.stderr.decode(errors="replace").strip()[-2000:]
         raise RuntimeError(f"ffmpeg exited with {done.returncode}: {error}")
