@@ -13,14 +13,26 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 from xml.etree import ElementTree
 
 import boto3
 import pytest
+import yaml
+from pydantic import BaseModel
 
 from examples.transcode import media
-from examples.transcode.app import SegmentJob, create_app, segment_key
+from examples.transcode.app import (
+    Merged,
+    MergeJob,
+    SegmentJob,
+    SegmentResult,
+    SplitJob,
+    SplitResult,
+    create_app,
+    segment_key,
+)
 from examples.transcode.run import ROOT, run_workflow
 from rill_executor import Claim, Ledger, fingerprint_of
 from rill_executor.testing.rillflow import (
@@ -208,3 +220,41 @@ def test_the_runner_runs_one_video_with_two_workers(moto: MotoServer, tmp_path: 
     assert picture.tag == "{http://www.w3.org/2000/svg}svg"
     assert [g.get("data-outcome") for g in picture.iter() if g.get("data-outcome")] == ["succeeded"]
     assert media.frames(tmp_path / "merged.mp4") == 2 * FRAMES
+
+
+def test_the_dag_maps_what_each_route_takes_and_answers() -> None:
+    """transcode.yaml's tasks in order, each mapping only context the DAG has by then into
+    the fields its route takes, and out of the fields its route answers."""
+    dag = yaml.safe_load((ROOT / "examples/transcode/transcode.yaml").read_text())
+    routes: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
+        "split": (SplitJob, SplitResult),
+        "transcode": (SegmentJob, SegmentResult),
+        "merge": (MergeJob, Merged),
+    }
+    split, foreach, merge = dag["tasks"]
+    assert (split["next"], foreach["next"]) == (foreach["name"], merge["name"])
+    [transcode] = foreach["tasks"]
+    assert foreach["iterationMapping"] == {"collection": "$.input.segments", "item": "segment"}
+
+    def check(task: dict[str, Any], context: set[str]) -> set[str]:
+        """``task``'s mappings against its route; the context after it."""
+        assert task["category"] == "function" and task["pattern"] == "task_async"
+        takes, answers = routes[urlsplit(task["resourceName"]).path.strip("/")]
+        sources = {m["source"].removeprefix("$.context.") for m in task["inputMappings"]}
+        fields = {m["target"].removeprefix("$.input.") for m in task["inputMappings"]}
+        required = {name for name, f in takes.model_fields.items() if f.is_required()}
+        assert sources <= context and required <= fields <= set(takes.model_fields)
+        produced = {m["source"].removeprefix("$.output.") for m in task["outputMappings"]}
+        assert produced <= set(answers.model_fields)
+        return context | {m["target"].removeprefix("$.context.") for m in task["outputMappings"]}
+
+    context = check(split, {"video", "count", "profile", "version"})
+    iteration = {m["target"].removeprefix("$.input.") for m in foreach["inputMappings"]}
+    assert {m["source"].removeprefix("$.context.") for m in foreach["inputMappings"]} <= context
+    collected = check(transcode, iteration - {"segments"} | {"segment"})
+    assert {m["source"] for m in foreach["outputMappings"]} <= {
+        f"$.output.sub_context.[*].{name}" for name in collected
+    }
+    check(
+        merge, context | {m["target"].removeprefix("$.context.") for m in foreach["outputMappings"]}
+    )
