@@ -4,7 +4,8 @@ Starts moto's S3 server (unless ``RILL_OUTPUTS`` names an output store), the exe
 uvicorn with two worker processes (jobs in ``RILL_STORE``, SQLite by default), and the
 engine simulator; runs split → transcode each segment → merge; then prints one segment's
 job status and the namespace's audit, writes that segment's timeline SVG and the merged
-video into ``--out``.
+video into ``--out``. A new S3 server is empty: the run then starts a new SQLite file, or,
+on a store named by ``RILL_STORE``, takes a new video name (``video-A-3f2a1c``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -157,10 +159,18 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    store = args.store or os.environ.get("RILL_STORE") or f"sqlite:///{out / 'jobs.db'}"
+    store = args.store or os.environ.get("RILL_STORE")
+    outputs = os.environ.get("RILL_OUTPUTS")
+    if outputs is None:  # a new S3 server, empty: jobs recorded before refer to objects gone
+        if store is None:
+            for old in out.glob("jobs.db*"):
+                old.unlink()
+        else:
+            args.video = f"{args.video}-{uuid.uuid4().hex[:6]}"
+    store = store or f"sqlite:///{out / 'jobs.db'}"
     context = {k: getattr(args, k) for k in ("video", "count", "profile", "version")}
     with contextlib.ExitStack() as stack:
-        outputs = os.environ.get("RILL_OUTPUTS") or stack.enter_context(moto_outputs(out))
+        outputs = outputs or stack.enter_context(moto_outputs(out))
         url = stack.enter_context(executor_service(store, outputs, out, workers=args.workers))
         engine = stack.enter_context(EngineSimulator())
         result = run_workflow(engine, url, context)

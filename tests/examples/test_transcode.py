@@ -45,6 +45,7 @@ from rill_executor.testing.rillflow import (
 )
 
 from ..adapters.s3.conftest import MotoServer
+from ..otel import Otel
 
 FRAMES = 20  # a 2 s segment at 10 frames a second
 V2 = {"profile": "h264", "version": "v2"}
@@ -258,3 +259,21 @@ def test_the_dag_maps_what_each_route_takes_and_answers() -> None:
     check(
         merge, context | {m["target"].removeprefix("$.context.") for m in foreach["outputMappings"]}
     )
+
+
+def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
+    otel: Otel, moto: MotoServer, outputs: str, tmp_path: Path
+) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'jobs.db'}", outputs)
+    with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
+        setup = Setup(f"sqlite:///{tmp_path / 'jobs.db'}", moto, engine, url)
+        setup.run("split", "split", {"video": setup.video, "count": 1})
+        setup.run("transcode", "transcode", {"video": setup.video, "segment": 1, **V2})
+
+    runs = {span.name: span for span in otel.spans() if span.name.startswith("rill.run ")}
+    ffmpeg = [span for span in otel.spans() if span.name == "ffmpeg"]
+    transcode = runs["rill.run transcode"].context
+    encodes = [s for s in ffmpeg if s.parent is not None and s.parent.span_id == transcode.span_id]
+    assert len(encodes) == 1  # the encode, under the attempt that committed it
+    assert encodes[0].attributes is not None
+    assert "libx264" in list(encodes[0].attributes["ffmpeg.args"])  # type: ignore[arg-type]
