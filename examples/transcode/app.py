@@ -211,11 +211,12 @@ def create_app(
     store: str,
     outputs: str | None,
     *,
+    namespace: str = NAMESPACE,
     lease: float = 10.0,
     engines: list[str] | None = None,
 ) -> FastAPI:
     """The executor service on job store ``store`` and output store ``outputs`` (URLs)."""
-    ledger = AsyncLedger(store, namespace=NAMESPACE, outputs=outputs, lease=lease)
+    ledger = AsyncLedger(store, namespace=namespace, outputs=outputs, lease=lease)
     executor = RillFlowExecutor(ledger, lease=timedelta(seconds=lease), engines=engines)
     mount(executor)
     app = FastAPI(lifespan=executor.lifespan)

@@ -1,6 +1,6 @@
 """examples/transcode for real: FFmpeg, moto's S3 server, the engine simulator, and the job
-stores (SQLite, PostgreSQL, Redis). Each video has a name of its own, so the tests share
-the servers' namespaces without sharing a job."""
+stores (SQLite, PostgreSQL, Redis). Each test has a namespace of its own on the shared
+servers, and a bucket of its own."""
 
 from __future__ import annotations
 
@@ -55,13 +55,15 @@ class Setup:
     """The executor in-process (its ledger on ``store``, outputs in a fresh bucket), the
     engine simulator, and a ledger and S3 client to look at what they did."""
 
-    def __init__(self, store: str, moto: MotoServer, engine: EngineSimulator, url: str) -> None:
-        self.store, self.engine, self.url = store, engine, url
+    def __init__(
+        self, store: str, namespace: str, moto: MotoServer, engine: EngineSimulator, url: str
+    ) -> None:
+        self.store, self.namespace, self.engine, self.url = store, namespace, engine, url
         self.s3 = boto3.client("s3", endpoint_url=moto.endpoint)
         self.video = f"v-{uuid.uuid4().hex[:12]}"
 
     def ledger(self, outputs: str | None = None) -> Ledger:
-        return Ledger(self.store, namespace="transcode", outputs=outputs)
+        return Ledger(self.store, namespace=self.namespace, outputs=outputs)
 
     def read(self, uri: str) -> bytes:
         parts = urlsplit(uri)
@@ -114,9 +116,10 @@ def outputs(moto: MotoServer) -> str:
 
 @pytest.fixture
 def setup(store: str, outputs: str, moto: MotoServer) -> Iterator[Setup]:
-    app = create_app(store, outputs, lease=3.0)
+    namespace = f"transcode-{uuid.uuid4().hex[:8]}"
+    app = create_app(store, outputs, namespace=namespace, lease=3.0)
     with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
-        yield Setup(store, moto, engine, url)
+        yield Setup(store, namespace, moto, engine, url)
 
 
 def test_the_workflow_merges_a_playable_video_from_the_segments_in_the_bucket(
@@ -264,9 +267,9 @@ def test_the_dag_maps_what_each_route_takes_and_answers() -> None:
 def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
     otel: Otel, moto: MotoServer, outputs: str, tmp_path: Path
 ) -> None:
-    app = create_app(f"sqlite:///{tmp_path / 'jobs.db'}", outputs)
-    with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
-        setup = Setup(f"sqlite:///{tmp_path / 'jobs.db'}", moto, engine, url)
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    with serve_app(create_app(store, outputs), lifespan="on") as url, EngineSimulator() as engine:
+        setup = Setup(store, "transcode", moto, engine, url)
         setup.run("split", "split", {"video": setup.video, "count": 1})
         setup.run("transcode", "transcode", {"video": setup.video, "segment": 1, **V2})
 
