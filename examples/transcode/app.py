@@ -20,9 +20,11 @@ Routes (``task_async`` in ``transcode.yaml``; ``task_sync`` works too):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated
@@ -30,7 +32,7 @@ from typing import Annotated
 from fastapi import FastAPI
 from pydantic import BaseModel, Field, StringConstraints
 
-from rill_executor import AsyncLedger, TerminalError, current_async_claim
+from rill_executor import AsyncLedger, ConfigError, TerminalError, current_async_claim
 from rill_executor.outputs import ChecksumMismatch, OutputStore
 from rill_executor.rillflow import RillFlowExecutor
 
@@ -46,6 +48,7 @@ __all__ = [
     "SplitResult",
     "create_app",
     "from_env",
+    "mount",
     "segment_key",
 ]
 
@@ -126,7 +129,7 @@ def mount(executor: RillFlowExecutor) -> None:
 
     def output_store() -> OutputStore:
         if ledger.outputs is None:
-            raise TerminalError("no output store: set RILL_OUTPUTS (e.g. s3://bucket/prefix)")
+            raise ConfigError("no output store: set RILL_OUTPUTS (e.g. s3://bucket/prefix)")
         return ledger.outputs
 
     @executor.task("/split", key=lambda job: job.video, name="split")
@@ -219,7 +222,15 @@ def create_app(
     ledger = AsyncLedger(store, namespace=namespace, outputs=outputs, lease=lease)
     executor = RillFlowExecutor(ledger, lease=timedelta(seconds=lease), engines=engines)
     mount(executor)
-    app = FastAPI(lifespan=executor.lifespan)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if outputs is None:  # refused as the server starts: it stops, rather than restart
+            raise ConfigError("set RILL_OUTPUTS (s3://bucket/prefix?…): the files go there")
+        async with executor.lifespan(app):
+            yield
+
+    app = FastAPI(lifespan=lifespan)
     app.include_router(executor.router)
     return app
 

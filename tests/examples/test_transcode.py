@@ -4,6 +4,7 @@ servers, and a bucket of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -34,7 +35,7 @@ from examples.transcode.app import (
     segment_key,
 )
 from examples.transcode.run import ROOT, run_workflow
-from rill_executor import Claim, Ledger, fingerprint_of
+from rill_executor import Claim, ConfigError, Ledger, fingerprint_of
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -280,3 +281,14 @@ def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
     assert len(encodes) == 1  # the encode, under the attempt that committed it
     assert encodes[0].attributes is not None
     assert "libx264" in list(encodes[0].attributes["ffmpeg.args"])  # type: ignore[arg-type]
+
+
+def test_without_an_output_store_the_service_does_not_start(tmp_path: Path) -> None:
+    app = create_app(f"sqlite:///{tmp_path / 'jobs.db'}", None)
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with pytest.raises(ConfigError, match="set RILL_OUTPUTS"):
+        asyncio.run(start())
