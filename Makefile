@@ -3,13 +3,14 @@
 # `make bench-gc` purges 1,000,000 records on each while claims run (GC_ARGS to change it).
 # `make docs` builds the documentation site into site/ (mkdocs build --strict).
 # `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
+# `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit
+.PHONY: demo test lint docs bench bench-gc bench-audit transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +20,9 @@ $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.tx
 
 demo: $(VENV)/.installed
 	$(BIN)/rill-executor demo
+
+transcode: $(VENV)/.installed
+	$(BIN)/python -m examples.transcode.run $(TRANSCODE_ARGS)
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

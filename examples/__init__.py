@@ -1,0 +1,1 @@
+"""Runnable examples (see each folder's README.md)."""

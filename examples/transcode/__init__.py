@@ -1,0 +1,1 @@
+"""A Rill Flow executor that transcodes video for real: see README.md."""
