@@ -45,7 +45,7 @@ ledger = AsyncLedger(
     os.environ.get("RILL_STORE", "sqlite:///jobs.db"), namespace="segments", lease=LEASE
 )
 # Where callbacks may go: the engine's base URLs or hosts, comma-separated (unset: only the
-# dispatch's own sender; see "Security" in docs/rillflow.md).
+# dispatch's own sender; see docs/security.md).
 ENGINES = [e for e in os.environ.get("RILL_ENGINES", "").split(",") if e.strip()] or None
 executor = RillFlowExecutor(
     ledger,
