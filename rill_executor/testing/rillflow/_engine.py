@@ -45,6 +45,7 @@ INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
 # Generations are unique across tasks, so a run or timer of a task a redo removed (a foreach
 # child) never matches the task that replaced it under the same name.
 _GENERATIONS = itertools.count(1)
+_FINAL = frozenset(status for status in TaskStatus if status.is_final)
 
 
 @dataclass
@@ -347,16 +348,19 @@ class EngineSimulator:
                 self._changed.wait(min(left, 0.1))
 
     def wait_for(self, execution_id: str, task_name: str, *, timeout: float = 10.0) -> TaskView:
-        """Wait until the task is SUCCEED, FAILED (no retry left) or SKIPPED; its snapshot."""
+        """Wait until the task is SUCCEED, FAILED (no retry left) or SKIPPED; its snapshot.
+
+        In a DAG, a foreach child that does not exist yet is waited for too.
+        """
         try:
             self.wait_until(
-                lambda: self._state(execution_id, task_name).status.is_final, timeout=timeout
+                lambda: self._status(execution_id, task_name) in _FINAL, timeout=timeout
             )
         except TimeoutError:
-            view = self.task(execution_id, task_name)
+            status = self._status(execution_id, task_name)
             raise TimeoutError(
-                f"task {task_name!r} of {execution_id} is still {view.status} after {timeout} s "
-                f"({view.attempts} attempts)"
+                f"task {task_name!r} of {execution_id} is still {status or 'not created'} "
+                f"after {timeout} s"
             ) from None
         return self.task(execution_id, task_name)
 
@@ -364,9 +368,7 @@ class EngineSimulator:
         self, execution_id: str, task_name: str, status: TaskStatus, *, timeout: float = 10.0
     ) -> TaskView:
         """Wait until the task is in ``status``; its snapshot."""
-        self.wait_until(
-            lambda: self._state(execution_id, task_name).status is status, timeout=timeout
-        )
+        self.wait_until(lambda: self._status(execution_id, task_name) is status, timeout=timeout)
         return self.task(execution_id, task_name)
 
     def wait_for_dispatches(
@@ -445,6 +447,13 @@ class EngineSimulator:
         if execution is None:
             raise UsageError(f"no execution {execution_id!r} in this simulator; submit it first")
         return execution
+
+    def _status(self, execution_id: str, task_name: str) -> TaskStatus | None:
+        """The task's status; ``None`` for a task a DAG has not created (yet)."""
+        execution = self._execution(execution_id)
+        if execution.dag is not None and task_name not in execution.tasks:
+            return None
+        return self._state(execution_id, task_name).status
 
     def _state(self, execution_id: str, task_name: str) -> _TaskState:
         state = self._execution(execution_id).tasks.get(task_name)
