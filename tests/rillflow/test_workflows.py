@@ -117,6 +117,7 @@ class Service:
         self.gates: dict[int, threading.Event] = {}
         self.started: dict[int, threading.Event] = {}
         self.merges: list[dict[str, Any]] = []
+        self.flaky: set[int] = set()  # segments whose first run fails (retryable)
         self.engine: EngineSimulator | None = None
         self.seen_at_merge: list[dict[str, TaskStatus]] = []
         ledger = AsyncLedger("memory://", namespace="video", lease=5)
@@ -129,7 +130,10 @@ class Service:
             "/transcode", key=lambda s: f"{s.video}:{s.segment}:{s.profile}", name="transcode"
         )
         def transcode(shard: Shard) -> Transcoded:
-            self.runs[f"{shard.video}:{shard.segment}:{shard.profile}"] += 1
+            key = f"{shard.video}:{shard.segment}:{shard.profile}"
+            self.runs[key] += 1
+            if shard.segment in self.flaky and self.runs[key] == 1:
+                raise ConnectionError("the storage node went away")
             if shard.segment in self.gates:
                 self.started[shard.segment].set()
                 assert self.gates[shard.segment].wait(10)
@@ -354,6 +358,31 @@ def test_an_empty_collection_succeeds_the_foreach_without_children(
     assert service.merges == [{"execution_id": execution_id, "video": "A"}]
 
 
+def test_the_descriptors_retry_runs_a_failed_child_again(
+    service: Service, engine: EngineSimulator
+) -> None:
+    service.flaky.add(2)
+    retry = (
+        "retry:\n          maxRetryTimes: 1\n          intervalInSeconds: 0.05\n        timeline:"
+    )
+    with serve_app(service.app, lifespan="on") as url:
+        dag = Dag.load(_edit("timeline:", retry), base_url=url)
+        execution_id = engine.submit_dag(dag, CONTEXT)
+        _finished(engine, execution_id, 1)
+
+    view = engine.task(execution_id, "shards_2-transcode")
+    assert (view.status, view.attempts) == (TaskStatus.SUCCEED, 2)
+    assert [s.value for s in (t.status for t in view.history)][2:5] == [
+        "FAILED",
+        "READY",
+        "RUNNING",
+    ]
+    first, *_, last = engine.dispatches(execution_id, "shards_2-transcode")
+    assert first.body == last.body  # the retry's input is mapped again from the same context
+    assert service.runs["A:2:h264"] == 2
+    assert engine.context(execution_id)["uris"][2] == "s3://out/A/2.h264"
+
+
 def test_a_failed_task_fails_the_execution_and_stops_its_successors(
     dag: Dag, engine: EngineSimulator
 ) -> None:
@@ -432,6 +461,18 @@ def _edit(old: str, new: str) -> str:
         ),
         (_edit("source: $.context.count", "source: $.context..count"), "unsupported JSONPath"),
         (_edit("target: $.input.count", "target: $.input[*]"), "wildcard"),
+        (
+            _edit("resourceName: http://executor:8000/merge", "resourceName: merge.json"),
+            r"task 'merge'\.resourceName: expected an http\(s\) URL",
+        ),
+        (
+            _edit("timeline:", "retry:\n          maxRetryTimes: -1\n        timeline:"),
+            r"task 'transcode'\.retry: max_retry_times must be >= 0",
+        ),
+        (
+            _edit("timeoutInSeconds: 30", "timeoutInSeconds: 0"),
+            r"task 'transcode'\.timeline\.timeoutInSeconds: must be > 0",
+        ),
         ("tasks: [", "not valid YAML"),
         ("/no/such/descriptor.yaml", "a descriptor is a YAML mapping"),
     ],
@@ -439,6 +480,15 @@ def _edit(old: str, new: str) -> str:
 def test_a_bad_descriptor_is_a_config_error_naming_the_field(descriptor: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Dag.load(descriptor)
+
+
+def test_a_timeout_on_a_sync_task_does_nothing_as_in_the_engine() -> None:
+    descriptor = _edit(
+        "    pattern: task_sync\n", "    pattern: task_sync\n    timeline: {timeoutInSeconds: 5}\n"
+    )
+    split = Dag.load(descriptor).tasks[0]
+    assert isinstance(split, FunctionNode)
+    assert split.task.timeout_in_seconds is None
 
 
 def test_submit_dag_and_redo_context_are_for_dags(engine: EngineSimulator) -> None:

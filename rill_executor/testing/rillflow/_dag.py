@@ -103,28 +103,38 @@ def _retry(raw: Any, where: str) -> Retry:
     times = _number(raw, "maxRetryTimes", where, 0)
     if times != int(times):
         raise ConfigError(f"{where}.maxRetryTimes: expected an integer, got {times!r}")
-    return Retry(
-        max_retry_times=int(times),
-        interval_in_seconds=_number(raw, "intervalInSeconds", where, 0),
-        multiplier=_number(raw, "multiplier", where, 1.0),
-    )
+    try:
+        return Retry(
+            max_retry_times=int(times),
+            interval_in_seconds=_number(raw, "intervalInSeconds", where, 0),
+            multiplier=_number(raw, "multiplier", where, 1.0),
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
-def _timeout(raw: Any, where: str) -> float | None:
+def _timeout(raw: Any, pattern: Pattern, where: str) -> float | None:
+    # The engine arms the timeout for the async patterns only: on task_sync it does nothing.
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
     _check_fields(raw, {"timeoutInSeconds"}, where)
-    return _number(raw, "timeoutInSeconds", where, 0) if "timeoutInSeconds" in raw else None
+    if "timeoutInSeconds" not in raw or pattern is not Pattern.TASK_ASYNC:
+        return None
+    seconds = _number(raw, "timeoutInSeconds", where, 0)
+    if seconds <= 0:
+        raise ConfigError(f"{where}.timeoutInSeconds: must be > 0, got {seconds!r}")
+    return seconds
 
 
 def _resource(value: Any, base_url: str | None, where: str) -> str:
-    if not isinstance(value, str) or not value:
+    parts = urlsplit(value) if isinstance(value, str) else None
+    if parts is None or parts.scheme not in {"http", "https"} or not parts.netloc:
         raise ConfigError(f"{where}.resourceName: expected an http(s) URL, got {value!r}")
     if base_url is None:
-        return value
-    base, parts = urlsplit(base_url), urlsplit(value)
+        return str(value)
+    base = urlsplit(base_url)
     path = base.path.rstrip("/") + parts.path
     return urlunsplit((base.scheme, base.netloc, path, parts.query, parts.fragment))
 
@@ -152,18 +162,15 @@ def _function(raw: Mapping[str, Any], name: str, base_url: str | None, where: st
     if not isinstance(tolerance, bool):
         raise ConfigError(f"{where}.tolerance: expected true or false, got {tolerance!r}")
     method: Literal["GET", "POST"] = "GET" if request_type == "GET" else "POST"
-    try:
-        task = Task(
-            name,
-            _resource(raw.get("resourceName"), base_url, where),
-            Pattern(pattern),
-            retry=_retry(raw.get("retry"), f"{where}.retry"),
-            timeout_in_seconds=_timeout(raw.get("timeline"), f"{where}.timeline"),
-            request_type=method,
-            tolerance=tolerance,
-        )
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+    task = Task(
+        name,
+        _resource(raw.get("resourceName"), base_url, where),
+        Pattern(pattern),
+        retry=_retry(raw.get("retry"), f"{where}.retry"),
+        timeout_in_seconds=_timeout(raw.get("timeline"), Pattern(pattern), f"{where}.timeline"),
+        request_type=method,
+        tolerance=tolerance,
+    )
     return FunctionNode(
         task,
         parse_rules(raw.get("inputMappings"), where=f"{where}.inputMappings"),

@@ -357,10 +357,14 @@ class EngineSimulator:
                 lambda: self._status(execution_id, task_name) in _FINAL, timeout=timeout
             )
         except TimeoutError:
-            status = self._status(execution_id, task_name)
+            if self._status(execution_id, task_name) is None:
+                raise TimeoutError(
+                    f"task {task_name!r} of {execution_id} was not created within {timeout} s"
+                ) from None
+            view = self.task(execution_id, task_name)
             raise TimeoutError(
-                f"task {task_name!r} of {execution_id} is still {status or 'not created'} "
-                f"after {timeout} s"
+                f"task {task_name!r} of {execution_id} is still {view.status} after {timeout} s "
+                f"({view.attempts} attempts)"
             ) from None
         return self.task(execution_id, task_name)
 

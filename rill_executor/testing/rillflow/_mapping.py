@@ -178,5 +178,9 @@ def apply(
     scope = {"context": context, "input": input, "output": output}
     for rule in rules:
         value = rule.value(scope, trigger_url)
-        if value is not None:
+        if value is None:
+            continue
+        try:
             _set(scope, rule.target_path, value)
+        except (TypeError, IndexError, AttributeError):
+            continue  # the engine logs a mapping it cannot write and goes on
