@@ -18,7 +18,7 @@ import pytest
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
 
-from rill_executor import AsyncLedger
+from rill_executor import AsyncLedger, TerminalError
 from rill_executor._errors import ConfigError, UsageError
 from rill_executor.rillflow import RillFlowExecutor, status_router
 from rill_executor.testing.rillflow import (
@@ -118,6 +118,7 @@ class Service:
         self.started: dict[int, threading.Event] = {}
         self.merges: list[dict[str, Any]] = []
         self.flaky: set[int] = set()  # segments whose first run fails (retryable)
+        self.broken: set[int] = set()  # segments that fail for good
         self.engine: EngineSimulator | None = None
         self.seen_at_merge: list[dict[str, TaskStatus]] = []
         ledger = AsyncLedger("memory://", namespace="video", lease=5)
@@ -132,6 +133,8 @@ class Service:
         def transcode(shard: Shard) -> Transcoded:
             key = f"{shard.video}:{shard.segment}:{shard.profile}"
             self.runs[key] += 1
+            if shard.segment in self.broken:
+                raise TerminalError("unsupported codec")
             if shard.segment in self.flaky and self.runs[key] == 1:
                 raise ConnectionError("the storage node went away")
             if shard.segment in self.gates:
@@ -381,6 +384,29 @@ def test_the_descriptors_retry_runs_a_failed_child_again(
     assert first.body == last.body  # the retry's input is mapped again from the same context
     assert service.runs["A:2:h264"] == 2
     assert engine.context(execution_id)["uris"][2] == "s3://out/A/2.h264"
+
+
+def test_a_failed_group_fails_the_foreach_once_no_group_runs(
+    service: Service, dag: Dag, engine: EngineSimulator
+) -> None:
+    service.broken.add(0)
+    release = service.hold(2)
+    execution_id = engine.submit_dag(dag, CONTEXT)
+    engine.wait_for(execution_id, "shards_0-transcode")
+    # The other groups still run: so do the foreach and the execution.
+    assert engine.task(execution_id, "shards").status is TaskStatus.RUNNING
+    assert engine.execution_status(execution_id) is DagStatus.RUNNING
+    release.set()
+
+    engine.wait_until(lambda: engine.execution_status(execution_id) is DagStatus.FAILED)
+    tasks = engine.tasks(execution_id)
+    assert tasks["shards_0-transcode"].status is TaskStatus.FAILED
+    assert tasks["shards_2-transcode"].status is TaskStatus.SUCCEED
+    assert tasks["shards"].status is TaskStatus.FAILED
+    assert tasks["shards"].message == tasks["shards_0-transcode"].message
+    assert tasks["merge"].status is TaskStatus.NOT_STARTED
+    assert "uris" not in engine.context(execution_id)
+    assert engine.dispatches(execution_id, "merge") == []
 
 
 def test_a_failed_task_fails_the_execution_and_stops_its_successors(
