@@ -717,18 +717,11 @@ class EngineSimulator:
     def _collect(self, execution: _Execution, state: _TaskState, node: ForeachNode) -> bool:
         """``finishParentTask``: once no group runs, the foreach succeeds or fails."""
         routes = _routes(execution, state.name)
-        groups = [[s for s in execution.tasks.values() if s.route == r] for r in routes]
-        failed = [
-            s
-            for group in groups
-            for s in group
-            if s.status is TaskStatus.FAILED and not s.tolerated
-        ]
-        failed_groups = {s.route for s in failed}
-        if any(
-            not all(s.done for s in group) and group[0].route not in failed_groups
-            for group in groups
-        ):
+        children = [s for s in execution.tasks.values() if _parent(s) == state.name]
+        failed = [s for s in children if s.status is TaskStatus.FAILED and not s.tolerated]
+        # A group is done when all its tasks are, failed as soon as one of them failed.
+        failed_routes = {s.route for s in failed}
+        if any(not s.done and s.route not in failed_routes for s in children):
             return False
         if failed:
             state.message = failed[0].message
