@@ -30,6 +30,7 @@ from rill_executor.testing.rillflow import (
     serve_app,
 )
 from rill_executor.testing.rillflow._dag import ForeachNode, FunctionNode
+from rill_executor.testing.rillflow._mapping import apply, parse_rules
 
 DESCRIPTOR = """\
 version: 0.0.1
@@ -523,3 +524,31 @@ def test_submit_dag_and_redo_context_are_for_dags(engine: EngineSimulator) -> No
     execution_id = engine.submit(Task("t", "http://127.0.0.1:9/t"), dispatch=False)
     with pytest.raises(UsageError, match="applies to executions of a DAG"):
         engine.redo(execution_id, "t", context={"profile": "h265"})
+
+
+def test_mappings_follow_the_engines_rules() -> None:
+    rules = parse_rules(
+        [
+            {"source": 3, "target": "$.input.number"},
+            {"source": "TRUE", "target": "$.input.flag"},
+            {"source": '{"a": [1]}', "target": "$.input.object"},
+            {"source": "h264", "target": "$.input.text"},
+            {"source": "$.context.segments[1]", "target": "$.input.list[2]['the segment']"},
+            {"source": "$.context.segments[*].index", "target": "$.input.indexes"},
+            {"source": "$.context.missing.deep", "target": "$.input.missing"},
+            {"source": "$.tasks.merge.trigger_url?status=SUCCESS", "target": "$.input.url"},
+        ],
+        where="rules",
+    )
+    context = {"segments": [{"index": 0}, {"index": 1}]}
+    built: dict[str, Any] = {}
+    apply(rules, context=context, input=built, output={}, trigger_url=lambda t: f"E/{t}?x=1")
+    assert built == {
+        "number": 3,
+        "flag": True,
+        "object": {"a": [1]},
+        "text": "h264",
+        "list": [None, None, {"the segment": {"index": 1}}],
+        "indexes": [0, 1],
+        "url": "E/merge?x=1&status=SUCCESS",
+    }

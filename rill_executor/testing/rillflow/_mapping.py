@@ -153,6 +153,10 @@ def parse_rules(raw: Any, *, where: str) -> tuple[Rule, ...]:
         if unknown:
             raise ConfigError(f"{at}: unsupported field(s) {', '.join(unknown)}")
         source, target = item.get("source"), item.get("target")
+        if isinstance(source, bool):  # YAML scalars, read as text the way Jackson reads them
+            source = "true" if source else "false"
+        elif isinstance(source, int | float):
+            source = str(source)
         if not isinstance(source, str) or not source or not isinstance(target, str):
             raise ConfigError(f"{at}: source and target must be non-empty strings")
         tasks = source.startswith("$.tasks.")
