@@ -695,7 +695,7 @@ class EngineSimulator:
         context = copy.deepcopy(execution.context)
         input = self._map(execution, node.input_mappings, context)
         collection = _mapping.get({"input": input}, node.collection)
-        if not collection:
+        if collection is None or collection == []:
             state.message = "loop collection or subTasks empty"
             state.output = {"sub_context": []}
             self._move(state, TaskStatus.SUCCEED, state.message)
