@@ -606,6 +606,7 @@ def test_the_public_names_are_pinned() -> None:
 
     assert sorted(simulator.__all__) == [
         "CallbackRecord",
+        "Dag",
         "DagStatus",
         "DispatchRecord",
         "EngineSimulator",

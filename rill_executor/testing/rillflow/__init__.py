@@ -5,13 +5,16 @@ Needs the ``rillflow`` and ``testing`` extras (FastAPI, httpx, uvicorn)::
     pip install 'rill-executor[rillflow,testing]'
 
 ``EngineSimulator`` serves the engine's callback endpoints (``/flow/trigger.json``,
-``/flow/finish.json``) on a free 127.0.0.1 port and dispatches ``Task`` s to your executor
-the way the engine does: its headers and query parameters, its client timeouts and one
-identical resend, sync and async patterns, the retry policy, async timeouts, redo. It
-records every dispatch and callback. ``serve_app`` runs an ASGI app (your executor) the
-same way, in-process.
+``/flow/finish.json``) on a free 127.0.0.1 port and dispatches tasks to your executor the
+way the engine does, one by one (``submit`` with ``Task`` s) or as a DAG loaded from the
+engine's own YAML descriptor (``Dag.load``, ``submit_dag``): its headers and query
+parameters, its client timeouts and one identical resend, sync and async patterns, the
+retry policy, async timeouts, redo, input and output mappings through the execution's
+context, foreach. It records every dispatch and callback. ``serve_app`` runs an ASGI app
+(your executor) the same way, in-process.
 """
 
+from ._dag import Dag
 from ._dispatch import Transport
 from ._engine import EngineSimulator
 from ._model import (
@@ -30,6 +33,7 @@ from ._sign import callback_sign, verify_callback_sign
 
 __all__ = [
     "CallbackRecord",
+    "Dag",
     "DagStatus",
     "DispatchRecord",
     "EngineSimulator",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
@@ -16,7 +18,9 @@ import httpx
 
 from rill_executor._errors import ConfigError, UsageError
 
+from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer
+from ._dag import Dag, ForeachNode, FunctionNode, Node
 from ._dispatch import Transport, failure_reason, invoke_message, judge_sync_answer, prepare, send
 from ._model import (
     CallbackRecord,
@@ -38,18 +42,47 @@ EXECUTION_NOT_FOUND = 30605  # TraversalErrorCode.DAG_EXECUTION_NOT_FOUND
 INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
 
 
+# Generations are unique across tasks, so a run or timer of a task a redo removed (a foreach
+# child) never matches the task that replaced it under the same name.
+_GENERATIONS = itertools.count(1)
+_FINAL = frozenset(status for status in TaskStatus if status.is_final)
+
+
 @dataclass
 class _TaskState:
-    spec: Task
+    name: str
+    # The function task to dispatch (its input mapped at each dispatch); None for a foreach.
+    spec: Task | None
+    node: Node | None = None
+    after: tuple[str, ...] = ()  # the predecessors (DAG tasks)
+    route: str | None = None  # "{foreach}_{index}" of a foreach child: its sub-context
     status: TaskStatus = TaskStatus.NOT_STARTED
     output: dict[str, Any] | None = None
     message: str | None = None
     attempts: int = 0
-    # Bumped on every dispatch and redo, so a timer armed for an earlier run does nothing.
-    generation: int = 0
+    # Renewed on every dispatch and redo, so a timer armed for an earlier run does nothing.
+    generation: int = field(default_factory=lambda: next(_GENERATIONS))
     history: list[Transition] = field(default_factory=list)
     # The engine's task lock: held through a dispatch and through a callback's handling.
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def function(self) -> Task:
+        assert self.spec is not None, f"{self.name} is not a function task"
+        return self.spec
+
+    def renew(self) -> int:
+        self.generation = next(_GENERATIONS)
+        return self.generation
+
+    @property
+    def done(self) -> bool:
+        """Whether successors may run: SUCCEED, SKIPPED, or FAILED with ``tolerance``."""
+        return self.status in {TaskStatus.SUCCEED, TaskStatus.SKIPPED} or self.tolerated
+
+    @property
+    def tolerated(self) -> bool:
+        return self.status is TaskStatus.FAILED and self.spec is not None and self.spec.tolerance
 
 
 @dataclass
@@ -57,6 +90,9 @@ class _Execution:
     id: str
     tasks: dict[str, _TaskState]
     traceparent: str | None
+    dag: Dag | None = None
+    context: dict[str, Any] = field(default_factory=dict)
+    sub_contexts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class EngineSimulator:
@@ -176,17 +212,47 @@ class EngineSimulator:
         execution_id = f"{workspace}:{dag}_c_{uuid.uuid4()}"
         with self._changed:
             self._executions[execution_id] = _Execution(
-                execution_id, {task.name: _TaskState(task) for task in tasks}, traceparent
+                execution_id,
+                {task.name: _TaskState(task.name, task) for task in tasks},
+                traceparent,
             )
         if dispatch:
             for name in names:
                 self.dispatch(execution_id, name)
         return execution_id
 
+    def submit_dag(
+        self, dag: Dag, context: Mapping[str, Any], *, traceparent: str | None = None
+    ) -> str:
+        """Run ``dag`` with ``context`` as the engine does; returns the execution id.
+
+        The id is ``{workspace}:{dagName}_c_{uuid}``. Root tasks are dispatched at once, a
+        successor once all its predecessors succeeded (or failed with ``tolerance``). A
+        task's input is mapped from the context at each dispatch, its output mapped back
+        into the context when it succeeds. A foreach maps its input, takes the collection
+        out of it and runs its tasks once per element, concurrently, named
+        ``{foreach}_{index}-{task}``; each group has its own context (the foreach's input
+        plus the element under ``item``), and the foreach's output is
+        ``{"sub_context": [group contexts, in index order]}``.
+        """
+        if not isinstance(dag, Dag):
+            raise UsageError(f"submit_dag takes a Dag (Dag.load), got {dag!r}")
+        execution_id = f"{dag.workspace}:{dag.name}_c_{uuid.uuid4()}"
+        execution = _Execution(execution_id, {}, traceparent, dag, copy.deepcopy(dict(context)))
+        self._add_states(execution, dag.tasks, None)
+        with self._changed:
+            if self._closed or self._pool is None:
+                raise UsageError("the simulator is not running; use it as a context manager")
+            self._executions[execution_id] = execution
+            self._advance(execution)
+        return execution_id
+
     def dispatch(self, execution_id: str, task_name: str) -> None:
         """Dispatch a task that has not started yet (in the background)."""
         with self._changed:
             state = self._state(execution_id, task_name)
+            if self._execution(execution_id).dag is not None:
+                raise UsageError("the tasks of a DAG are dispatched by their dependencies")
             if state.status is not TaskStatus.NOT_STARTED:
                 raise UsageError(
                     f"task {task_name!r} is {state.status}; only a NOT_STARTED task is "
@@ -196,15 +262,32 @@ class EngineSimulator:
             generation = state.generation
         self._spawn(execution_id, task_name, generation)
 
-    def redo(self, execution_id: str, task_name: str) -> None:
+    def redo(
+        self,
+        execution_id: str,
+        task_name: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
         """The engine's redo: reset the task and dispatch it again, whatever its state.
 
         A RUNNING task's first run is not stopped, so the executor sees a second, concurrent
         dispatch. The attempt counter is not reset; pending retries and timeouts are dropped.
+
+        In a DAG, as the engine's ``resetTask``: a foreach child's name is taken back to its
+        foreach (the part before the first ``_``), which runs all its groups again; the task
+        and everything downstream go back to NOT_STARTED (a NOT_STARTED task is left alone);
+        ``context`` is merged into the execution's context (its top-level keys replaced);
+        then the tasks whose predecessors are done are dispatched with inputs mapped anew.
         """
         with self._changed:
+            if self._execution(execution_id).dag is not None:
+                self._redo_dag(self._execution(execution_id), task_name, context)
+                return
+            if context is not None:
+                raise UsageError("redo(context=...) applies to executions of a DAG")
             state = self._state(execution_id, task_name)
-            state.generation += 1
+            state.renew()
             state.output = None
             state.message = None
             self._move(state, TaskStatus.NOT_STARTED, "redo")
@@ -217,16 +300,18 @@ class EngineSimulator:
     def task(self, execution_id: str, task_name: str) -> TaskView:
         """A snapshot of one task."""
         with self._changed:
-            state = self._state(execution_id, task_name)
-            return TaskView(
-                execution_id=execution_id,
-                name=task_name,
-                status=state.status,
-                output=None if state.output is None else dict(state.output),
-                attempts=state.attempts,
-                message=state.message,
-                history=tuple(state.history),
-            )
+            return _view(execution_id, self._state(execution_id, task_name))
+
+    def tasks(self, execution_id: str) -> dict[str, TaskView]:
+        """A snapshot of every task of the execution, foreach children included."""
+        with self._changed:
+            states = self._execution(execution_id).tasks.values()
+            return {state.name: _view(execution_id, state) for state in states}
+
+    def context(self, execution_id: str) -> dict[str, Any]:
+        """A copy of the execution's context (a foreach group's own context not included)."""
+        with self._changed:
+            return copy.deepcopy(self._execution(execution_id).context)
 
     def execution_status(self, execution_id: str) -> DagStatus:
         """RUNNING, or how the execution finished."""
@@ -263,12 +348,19 @@ class EngineSimulator:
                 self._changed.wait(min(left, 0.1))
 
     def wait_for(self, execution_id: str, task_name: str, *, timeout: float = 10.0) -> TaskView:
-        """Wait until the task is SUCCEED, FAILED (no retry left) or SKIPPED; its snapshot."""
+        """Wait until the task is SUCCEED, FAILED (no retry left) or SKIPPED; its snapshot.
+
+        In a DAG, a foreach child that does not exist yet is waited for too.
+        """
         try:
             self.wait_until(
-                lambda: self._state(execution_id, task_name).status.is_final, timeout=timeout
+                lambda: self._status(execution_id, task_name) in _FINAL, timeout=timeout
             )
         except TimeoutError:
+            if self._status(execution_id, task_name) is None:
+                raise TimeoutError(
+                    f"task {task_name!r} of {execution_id} was not created within {timeout} s"
+                ) from None
             view = self.task(execution_id, task_name)
             raise TimeoutError(
                 f"task {task_name!r} of {execution_id} is still {view.status} after {timeout} s "
@@ -280,9 +372,7 @@ class EngineSimulator:
         self, execution_id: str, task_name: str, status: TaskStatus, *, timeout: float = 10.0
     ) -> TaskView:
         """Wait until the task is in ``status``; its snapshot."""
-        self.wait_until(
-            lambda: self._state(execution_id, task_name).status is status, timeout=timeout
-        )
+        self.wait_until(lambda: self._status(execution_id, task_name) is status, timeout=timeout)
         return self.task(execution_id, task_name)
 
     def wait_for_dispatches(
@@ -336,21 +426,20 @@ class EngineSimulator:
 
     def _judge(self, execution: _Execution, state: _TaskState, request: FinishRequest) -> Answer:
         status = state.status
+        if state.spec is None:
+            return error_answer(500, ILLEGAL_STATE, f"task {state.name} is a foreach", status)
         if self._dag_status(execution) is not DagStatus.RUNNING:
             message = f"validateDAGInfo dag executionId:{execution.id} is finished"
             return error_answer(500, ILLEGAL_STATE, message, status)
         if status in {TaskStatus.NOT_STARTED, TaskStatus.READY}:
-            message = f"attempt finish wrong task {state.spec.name}"
+            message = f"attempt finish wrong task {state.name}"
             return error_answer(500, ILLEGAL_STATE, message, status)
         if status.is_final:
-            return error_answer(
-                500, ILLEGAL_STATE, f"repeated finish task {state.spec.name}", status
-            )
-        state.generation += 1  # disarms this run's timeout
+            return error_answer(500, ILLEGAL_STATE, f"repeated finish task {state.name}", status)
+        state.renew()  # disarms this run's timeout
         if request.succeeded:
-            state.output = request.output
             state.message = invoke_message(request.output)
-            self._move(state, TaskStatus.SUCCEED, f"{request.endpoint} success")
+            self._succeed(execution, state, request.output, f"{request.endpoint} success")
         else:
             self._fail(execution.id, state, invoke_message(request.output) or "failed by callback")
         return ok_answer(status)
@@ -363,6 +452,13 @@ class EngineSimulator:
             raise UsageError(f"no execution {execution_id!r} in this simulator; submit it first")
         return execution
 
+    def _status(self, execution_id: str, task_name: str) -> TaskStatus | None:
+        """The task's status; ``None`` for a task a DAG has not created (yet)."""
+        execution = self._execution(execution_id)
+        if execution.dag is not None and task_name not in execution.tasks:
+            return None
+        return self._state(execution_id, task_name).status
+
     def _state(self, execution_id: str, task_name: str) -> _TaskState:
         state = self._execution(execution_id).tasks.get(task_name)
         if state is None:
@@ -371,8 +467,13 @@ class EngineSimulator:
 
     @staticmethod
     def _dag_status(execution: _Execution) -> DagStatus:
-        states = execution.tasks.values()
-        if any(s.status is TaskStatus.FAILED and not s.spec.tolerance for s in states):
+        states = [s for s in execution.tasks.values() if s.route is None]
+        failed = any(s.status is TaskStatus.FAILED and not s.tolerated for s in states)
+        if execution.dag is not None and any(
+            s.status in {TaskStatus.READY, TaskStatus.RUNNING} for s in states
+        ):
+            return DagStatus.RUNNING  # the engine's DAG runs on while a task can
+        if failed:
             return DagStatus.FAILED
         if all(s.status.is_final for s in states):
             return DagStatus.SUCCEED
@@ -420,7 +521,10 @@ class EngineSimulator:
         """One dispatch of a task, holding its task lock as the engine does."""
         with self._changed:
             execution = self._executions[execution_id]
-            state = execution.tasks[task_name]
+            found = execution.tasks.get(task_name)
+        if found is None:
+            return  # a redo removed this foreach child
+        state = found
         with state.lock:
             with self._changed:
                 if state.generation != generation or state.status is not TaskStatus.READY:
@@ -428,13 +532,15 @@ class EngineSimulator:
                 if self._dag_status(execution) is not DagStatus.RUNNING:
                     return
                 state.attempts += 1
-                state.generation += 1
-                attempt, generation = state.attempts, state.generation
+                attempt, generation = state.attempts, state.renew()
+                if isinstance(state.node, FunctionNode):
+                    state.spec = replace(state.function, input=self._input(execution, state))
+                spec = state.function
                 self._move(state, TaskStatus.RUNNING, f"dispatch {attempt}")
             ts = self._next_ts()
             callback = callback_url(self.trigger_url, execution_id, task_name, ts, self.sign_secret)
             prepared = prepare(
-                state.spec,
+                spec,
                 execution_id,
                 flow_server=self.url,
                 callback=callback,
@@ -466,40 +572,213 @@ class EngineSimulator:
     ) -> None:
         if text is None:
             self._fail(execution.id, state, failure_reason(records))
-        elif state.spec.pattern is Pattern.TASK_ASYNC:
-            timeout = state.spec.timeout_in_seconds
+        elif state.function.pattern is Pattern.TASK_ASYNC:
+            timeout = state.function.timeout_in_seconds
             if timeout is not None:
                 generation = state.generation
                 self._schedule(
-                    timeout, lambda: self._time_out(execution.id, state.spec.name, generation)
+                    timeout, lambda: self._time_out(execution.id, state.name, generation)
                 )
         else:
             status, output, message = judge_sync_answer(text)
             state.message = message
             if status is TaskStatus.SUCCEED:
-                state.output = output
-                self._move(state, TaskStatus.SUCCEED, "sync answer")
+                self._succeed(execution, state, output or {}, "sync answer")
             else:
                 self._fail(execution.id, state, message or "sync answer failed")
 
     def _time_out(self, execution_id: str, task_name: str, generation: int) -> None:
-        state = self._executions[execution_id].tasks[task_name]
+        state = self._executions[execution_id].tasks.get(task_name)
+        if state is None:
+            return
         with state.lock, self._changed:
             if state.generation == generation and state.status is TaskStatus.RUNNING:
-                state.generation += 1
+                state.renew()
                 self._fail(execution_id, state, "timeout")
 
     def _fail(self, execution_id: str, state: _TaskState, message: str) -> None:
         """FAILED, then READY with a retry scheduled if the policy allows one."""
         state.message = message
         self._move(state, TaskStatus.FAILED, message)
-        retry = state.spec.retry
+        retry = state.function.retry
         if not retry.allows_retry(state.attempts):
+            self._advance(self._executions[execution_id])
             return
         self._move(state, TaskStatus.READY, f"retry {state.attempts} scheduled")
         delay = retry.delay_before_retry(state.attempts)
-        generation, name = state.generation, state.spec.name
+        generation, name = state.generation, state.name
         self._schedule(delay, lambda: self._spawn_retry(execution_id, name, generation))
+
+    # --- DAGs --------------------------------------------------------------------------------
+
+    def _succeed(
+        self, execution: _Execution, state: _TaskState, output: dict[str, Any], reason: str
+    ) -> None:
+        """SUCCEED with ``output``, mapped into the task's context first (if not empty)."""
+        state.output = output
+        if isinstance(state.node, FunctionNode) and output:
+            self._map(
+                execution,
+                state.node.output_mappings,
+                self._context_of(execution, state),
+                output=copy.deepcopy(output),
+            )
+        self._move(state, TaskStatus.SUCCEED, reason)
+        self._advance(execution)
+
+    def _map(
+        self,
+        execution: _Execution,
+        rules: tuple[_mapping.Rule, ...],
+        context: dict[str, Any],
+        *,
+        input: dict[str, Any] | None = None,
+        output: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Apply ``rules`` (writing into ``context`` in place); the input they built."""
+        input = {} if input is None else input
+
+        def trigger_url(task_name: str) -> str:
+            return f"{self.trigger_url}?execution_id={execution.id}&task_name={task_name}"
+
+        _mapping.apply(
+            rules, context=context, input=input, output=output or {}, trigger_url=trigger_url
+        )
+        return input
+
+    @staticmethod
+    def _context_of(execution: _Execution, state: _TaskState) -> dict[str, Any]:
+        if state.route is None:
+            return execution.context
+        return execution.sub_contexts[state.route]
+
+    def _input(self, execution: _Execution, state: _TaskState) -> dict[str, Any]:
+        assert state.node is not None
+        context = copy.deepcopy(self._context_of(execution, state))
+        return self._map(execution, state.node.input_mappings, context)
+
+    def _add_states(
+        self, execution: _Execution, nodes: tuple[Node, ...], route: str | None
+    ) -> None:
+        def full(name: str) -> str:
+            return name if route is None else f"{route}-{name}"
+
+        before = {node.name: [full(n.name) for n in nodes if node.name in n.next] for node in nodes}
+        for node in nodes:
+            name = full(node.name)
+            spec = replace(node.task, name=name) if isinstance(node, FunctionNode) else None
+            execution.tasks[name] = _TaskState(name, spec, node, tuple(before[node.name]), route)
+
+    def _advance(self, execution: _Execution) -> None:
+        """The engine's traversal: start what is ready, finish foreach tasks that are done."""
+        if execution.dag is None or self._closed:
+            return
+        moved = True
+        while moved:
+            moved = False
+            for state in list(execution.tasks.values()):
+                if state.status is TaskStatus.NOT_STARTED and all(
+                    execution.tasks[name].done for name in state.after
+                ):
+                    if isinstance(state.node, ForeachNode):
+                        self._expand(execution, state, state.node)
+                    else:
+                        self._move(state, TaskStatus.READY, "predecessors done")
+                        self._spawn(execution.id, state.name, state.generation)
+                    moved = True
+                elif isinstance(state.node, ForeachNode) and state.status is TaskStatus.RUNNING:
+                    moved = self._collect(execution, state, state.node) or moved
+
+    def _expand(self, execution: _Execution, state: _TaskState, node: ForeachNode) -> None:
+        """``ForeachTaskRunner.doRun``: one group of child tasks per element."""
+        state.attempts += 1
+        context = copy.deepcopy(execution.context)
+        input = self._map(execution, node.input_mappings, context)
+        collection = _mapping.get({"input": input}, node.collection)
+        if collection is None or collection == []:
+            state.message = "loop collection or subTasks empty"
+            state.output = {"sub_context": []}
+            self._move(state, TaskStatus.SUCCEED, state.message)
+            return
+        if not isinstance(collection, list):
+            state.message = f"the collection is not a list: {collection!r}"
+            self._move(state, TaskStatus.FAILED, state.message)
+            return
+        _mapping.delete({"input": input}, node.collection)
+        for index, item in enumerate(collection):
+            route = f"{state.name}_{index}"
+            group = {**copy.deepcopy(input), node.item: item}
+            if node.index is not None:
+                group[node.index] = index
+            execution.sub_contexts[route] = group
+            self._add_states(execution, node.tasks, route)
+        self._move(state, TaskStatus.RUNNING, f"{len(collection)} groups")
+
+    def _collect(self, execution: _Execution, state: _TaskState, node: ForeachNode) -> bool:
+        """``finishParentTask``: once no group runs, the foreach succeeds or fails."""
+        routes = _routes(execution, state.name)
+        children = [s for s in execution.tasks.values() if _parent(s) == state.name]
+        failed = [s for s in children if s.status is TaskStatus.FAILED and not s.tolerated]
+        # A group is done when all its tasks are, failed as soon as one of them failed.
+        failed_routes = {s.route for s in failed}
+        if any(not s.done and s.route not in failed_routes for s in children):
+            return False
+        if failed:
+            state.message = failed[0].message
+            self._move(state, TaskStatus.FAILED, f"group of {failed[0].name} failed")
+            return True
+        output = {"sub_context": [copy.deepcopy(execution.sub_contexts[r]) for r in routes]}
+        state.output = output
+        self._map(execution, node.output_mappings, execution.context, output=output)
+        self._move(state, TaskStatus.SUCCEED, "all groups done")
+        return True
+
+    def _redo_dag(
+        self, execution: _Execution, task_name: str, context: Mapping[str, Any] | None
+    ) -> None:
+        # DAGRunner.resetTask: the ancestor of a foreach child, reset with its successors.
+        state = self._state(execution.id, task_name.split("_", maxsplit=1)[0])
+        if state.status is not TaskStatus.NOT_STARTED:
+            self._reset(execution, state)
+        if context:
+            execution.context.update(copy.deepcopy(dict(context)))
+        self._advance(execution)
+
+    def _reset(self, execution: _Execution, state: _TaskState) -> None:
+        state.renew()
+        state.output = state.message = None
+        if state.status is not TaskStatus.NOT_STARTED:
+            self._move(state, TaskStatus.NOT_STARTED, "redo")
+        if isinstance(state.node, ForeachNode):
+            for route in _routes(execution, state.name):
+                del execution.sub_contexts[route]
+            for child in [s for s in execution.tasks.values() if _parent(s) == state.name]:
+                child.renew()
+                del execution.tasks[child.name]
+        assert state.node is not None
+        for successor in state.node.next:
+            self._reset(execution, execution.tasks[successor])
+
+
+def _routes(execution: _Execution, foreach: str) -> list[str]:
+    """The groups of a foreach, ``{foreach}_{index}``, in index order."""
+    return [route for route in execution.sub_contexts if route.rsplit("_", 1)[0] == foreach]
+
+
+def _parent(state: _TaskState) -> str | None:
+    return None if state.route is None else state.route.rsplit("_", 1)[0]
+
+
+def _view(execution_id: str, state: _TaskState) -> TaskView:
+    return TaskView(
+        execution_id=execution_id,
+        name=state.name,
+        status=state.status,
+        output=None if state.output is None else copy.deepcopy(state.output),
+        attempts=state.attempts,
+        message=state.message,
+        history=tuple(state.history),
+    )
 
 
 def _matches(record: DispatchRecord, execution_id: str | None, task_name: str | None) -> bool:
