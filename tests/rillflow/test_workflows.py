@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI, Request
 from pydantic import BaseModel
@@ -160,28 +159,6 @@ class Service:
 
         self.app.include_router(self.executor.router)
 
-    def settled(self, engine: EngineSimulator, execution_id: str) -> None:
-        """Wait until the executor recorded every callback it sent as delivered.
-
-        The callbacks reached the engine already, but the executor settles a notice only
-        after the engine's answer; a replayed dispatch arriving in between re-targets that
-        notice instead of adding one, and its own callback is never sent. An operator's redo
-        comes later than that: the redo tests start from a settled outbox.
-        """
-
-        def pending() -> bool:
-            for key in self.runs:
-                answer = httpx.get(
-                    f"{self.url}/rill/jobs/video/{key}?handler=transcode",
-                    headers={"Authorization": f"Bearer {TOKEN}"},
-                    timeout=5,
-                )
-                if any(n["status"] == "pending" for n in answer.json()["notices"]):
-                    return True
-            return False
-
-        engine.wait_until(lambda: not pending())
-
     def hold(self, segment: int) -> threading.Event:
         """Make the handler of ``segment`` wait until the returned event is set."""
         self.started[segment] = threading.Event()
@@ -276,7 +253,6 @@ def test_redo_of_a_finished_child_runs_the_branch_again_from_the_ledger(
 ) -> None:
     execution_id = engine.submit_dag(dag, CONTEXT)
     _finished(engine, execution_id, 1)
-    service.settled(engine, execution_id)
     runs = Counter(service.runs)
 
     engine.redo(execution_id, "shards_1-transcode")
@@ -321,7 +297,6 @@ def test_redo_with_a_context_change_runs_the_changed_keys(
 ) -> None:
     execution_id = engine.submit_dag(dag, CONTEXT)
     _finished(engine, execution_id, 1)
-    service.settled(engine, execution_id)
 
     engine.redo(execution_id, "shards", context={"profile": "h265"})
     _finished(engine, execution_id, 2)
