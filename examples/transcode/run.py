@@ -27,49 +27,30 @@ import boto3
 import httpx
 
 from rill_executor import Ledger
-from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
+from rill_executor.testing.rillflow import Dag, DagStatus, EngineSimulator, TaskStatus
 
 from .app import NAMESPACE, segment_key
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "transcode-demo"
-RETRY = Retry(max_retry_times=3, interval_in_seconds=0.5, multiplier=2)
+DESCRIPTOR = Path(__file__).with_name("transcode.yaml")
 
 
 def run_workflow(
     engine: EngineSimulator, executor_url: str, context: Mapping[str, Any], *, timeout: float = 60
 ) -> dict[str, Any]:
     """Run ``transcode.yaml`` on ``context`` (``video``, ``count``, ``profile``, ``version``)
-    stage by stage, mapping each task's input and output as the DAG does; returns the
-    DAG's context at the end. Each stage is a ``task_async`` function task with a retry."""
-    context = dict(context)
-    common = {k: context[k] for k in ("video", "profile", "version")}
-
-    def stage(*tasks: Task) -> list[Mapping[str, Any]]:
-        execution = engine.submit(*tasks, dag="transcode", workspace="media")
-        views = [engine.wait_for(execution, task.name, timeout=timeout) for task in tasks]
-        for view in views:
-            if view.status is not TaskStatus.SUCCEED or view.output is None:
-                raise RuntimeError(f"task {view.name} ended {view.status}: {view.message}")
-        return [view.output or {} for view in views]
-
-    def task(name: str, route: str, task_input: Mapping[str, Any]) -> Task:
-        url = f"{executor_url}/{route}"
-        return Task(name, url, Pattern.TASK_ASYNC, input=task_input, retry=RETRY)
-
-    [split] = stage(task("split", "split", {"video": context["video"], "count": context["count"]}))
-    context["segments"] = split["segments"]
-    # The foreach: one transcode per segment, each with the iteration's context.
-    outputs = stage(
-        *(
-            task(f"transcodeSegments_{n}-transcode", "transcode", {**common, "segment": n})
-            for n in context["segments"]
-        )
+    through the engine simulator, as the engine runs the DAG: split, then a transcode per
+    segment (the foreach), then merge; returns the DAG's context at the end."""
+    dag = Dag.load(DESCRIPTOR, base_url=executor_url)
+    execution = engine.submit_dag(dag, context)
+    engine.wait_until(
+        lambda: engine.execution_status(execution) is not DagStatus.RUNNING, timeout=timeout
     )
-    context["segment_sha256"] = [output["sha256"] for output in outputs]
-    [merged] = stage(task("merge", "merge", {**common, "segments": context["segments"]}))
-    context["merged_uri"], context["merged_sha256"] = merged["uri"], merged["sha256"]
-    return context
+    if engine.execution_status(execution) is not DagStatus.SUCCEED:
+        failed = [v for v in engine.tasks(execution).values() if v.status is TaskStatus.FAILED]
+        raise RuntimeError(f"{execution} failed: {[(v.name, v.message) for v in failed]}")
+    return engine.context(execution)
 
 
 def _free_port() -> int:
