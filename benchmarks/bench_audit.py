@@ -32,8 +32,9 @@ from typing import Any
 import redis
 from bench_gc import pg_fill, redis_cleanup, redis_fill
 
-from rill_executor import DrillReport, Ledger
+from rill_executor import Ledger
 from rill_executor._registry import open_store
+from rill_executor.reports import DrillReport
 
 PG_SCHEMA = "rill_bench_audit"
 # bench_gc's PostgreSQL rows have ids of its own; the ledger's are sha256(namespace NUL key).

@@ -1,4 +1,6 @@
-"""The public port for store adapters: request/answer types and the shared lifecycle rules.
+"""Stores: the in-memory ones, the threaded wrapper, the outbox's ``Watch`` and
+``DueNotice``, and the public port for store adapters: request/answer types and the
+shared lifecycle rules.
 
 An adapter imports only this module (and its own driver). The outbox rules (watches,
 notices, their leases) are here too, see ``rill_executor._notices`` for what they mean; and
@@ -32,8 +34,11 @@ from ._errors import (
 )
 from ._events import MAX_EVENTS, appended_event
 from ._listing import check_cursor, dangling, listed
+from ._memory import AsyncMemoryStore, MemoryStore
 from ._notices import (
+    DueNotice,
     NoticeStatus,
+    Watch,
     add_watch,
     finish_notices,
     is_lapse,
@@ -84,8 +89,14 @@ from ._store import (
     StoreAnswer,
     StoreStatus,
 )
+from ._threaded_store import ThreadedAsyncStore
 
 __all__ = [
+    "AsyncMemoryStore",
+    "DueNotice",
+    "MemoryStore",
+    "ThreadedAsyncStore",
+    "Watch",
     "MAX_EVENTS",
     "AsyncPingable",
     "AsyncStatusLister",

@@ -17,8 +17,9 @@ import pytest
 import redis
 from sqlalchemy import create_engine, text
 
-from rill_executor import Ledger, Watch
+from rill_executor import Ledger
 from rill_executor._keys import job_id
+from rill_executor.store import Watch
 
 from .cli import EXE, opts, run
 from .test_cli_operations import claimed, expire, ledger, namespace

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from rill_executor import JobSummary, Ledger
+from rill_executor import Ledger
+from rill_executor.reports import JobSummary
 
 from .cli import run
 

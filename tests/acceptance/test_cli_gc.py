@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from rill_executor import Ledger, Watch, open_store
+from rill_executor import Ledger, open_store
 from rill_executor._keys import job_id
-from rill_executor.store import ClaimRequest, claimed_row
+from rill_executor.store import ClaimRequest, Watch, claimed_row
 from rill_executor_sql import SqlStore
 from rill_executor_sql._flows import _bound, _columns
 from rill_executor_sql._schema import jobs

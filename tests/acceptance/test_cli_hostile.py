@@ -11,7 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from rill_executor import Claim, JobState, Ledger, Watch
+from rill_executor import Claim, JobState, Ledger
+from rill_executor.store import Watch
 
 from .cli import opts, run
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from rill_executor import Claim, JobStatus, Ledger, Watch
+from rill_executor import Claim, JobStatus, Ledger
+from rill_executor.store import Watch
 
 from .cli import opts, run
 

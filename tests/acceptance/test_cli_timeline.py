@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from rill_executor import Claim, Ledger, MemoryOutputStore, StaleAttempt, Watch
+from rill_executor import Claim, Ledger, StaleAttempt
+from rill_executor.outputs import MemoryOutputStore
+from rill_executor.store import Watch
 
 from .cli import run
 

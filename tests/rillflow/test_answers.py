@@ -25,7 +25,8 @@ import pytest
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from rill_executor import AsyncLedger, HandedOff, JobState, NoticeInfo
+from rill_executor import AsyncLedger, HandedOff, JobState
+from rill_executor.reports import NoticeInfo
 from rill_executor.rillflow import Deliverer, RillFlowExecutor, callback_for, status_router
 from rill_executor.rillflow._callbacks import engine_length
 from rill_executor.testing.rillflow import (

@@ -20,11 +20,10 @@ from rill_executor import (
     AttemptOutcome,
     JobState,
     JobStatus,
-    MemoryOutputStore,
-    OutputRef,
     TerminalError,
     current_async_claim,
 )
+from rill_executor.outputs import MemoryOutputStore, OutputRef
 from rill_executor.rillflow import RillFlowExecutor, status_router
 from rill_executor.testing.rillflow import (
     EngineSimulator,

@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import BaseModel
 
-from rill_executor import AsyncClaim, AsyncLedger, Watch
+from rill_executor import AsyncClaim, AsyncLedger
 from rill_executor.rillflow import Deliverer, RillFlowExecutor
+from rill_executor.store import Watch
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from rill_executor import Ledger, MemoryStore, UsageError
+from rill_executor import Ledger, UsageError
 from rill_executor.cli._measure import MEASURES, _rounds, figures, percentile, run_bench
+from rill_executor.store import MemoryStore
 
 
 def test_percentiles_are_nearest_rank_in_microseconds() -> None:

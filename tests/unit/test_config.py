@@ -2,8 +2,9 @@ from datetime import timedelta
 
 import pytest
 
-from rill_executor import ConfigError, Ledger, MemoryStore, UsageError, current_claim
+from rill_executor import ConfigError, Ledger, UsageError, current_claim
 from rill_executor._registry import open_store
+from rill_executor.store import MemoryStore
 
 
 def test_retention_must_cover_the_duplicate_window() -> None:
@@ -36,7 +37,8 @@ def test_current_claim_outside_a_handler() -> None:
 
 
 def test_async_ledger_refuses_plain_functions() -> None:
-    from rill_executor import AsyncLedger, AsyncMemoryStore
+    from rill_executor import AsyncLedger
+    from rill_executor.store import AsyncMemoryStore
 
     ledger = AsyncLedger(AsyncMemoryStore(), namespace="n")
     with pytest.raises(ConfigError, match="async def"):

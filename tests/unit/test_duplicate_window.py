@@ -4,15 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from rill_executor import (
-    AsyncLedger,
-    AsyncMemoryStore,
-    ConfigError,
-    DuplicateWindow,
-    Ledger,
-    MemoryStore,
-    RetryPolicy,
-)
+from rill_executor import AsyncLedger, ConfigError, DuplicateWindow, Ledger, RetryPolicy
+from rill_executor.store import AsyncMemoryStore, MemoryStore
 
 
 def test_delays_follow_the_engines_formula() -> None:

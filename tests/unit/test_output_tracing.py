@@ -20,12 +20,11 @@ from rill_executor import (
     ChecksumMismatch,
     Claim,
     Ledger,
-    MemoryOutputStore,
-    OutputRef,
     StaleAttempt,
     current_async_claim,
     current_claim,
 )
+from rill_executor.outputs import MemoryOutputStore, OutputRef
 from tests.otel import Otel
 
 NAMESPACE = "media"

@@ -1,34 +1,26 @@
 """The curated public names are a contract: adding or removing one is a decision."""
 
 import rill_executor
+import rill_executor.outputs
+import rill_executor.reports
 import rill_executor.store
 import rill_executor.testing
 
 
 def test_public_names_are_pinned() -> None:
+    """The top level holds what a user of the decorator, the explicit claim, the errors and
+    the Rill Flow executor needs; the rest lives in a module named for it."""
     assert sorted(rill_executor.__all__) == [
         "AsyncClaim",
         "AsyncClaimOutcome",
-        "AsyncClaimOutputs",
         "AsyncLedger",
-        "AsyncMemoryStore",
-        "AsyncStore",
-        "AttemptInfo",
         "AttemptOutcome",
-        "AuditEntry",
         "ChecksumMismatch",
         "Claim",
         "ClaimOutcome",
-        "ClaimOutputs",
-        "CollectReport",
         "ConfigError",
         "Conflict",
-        "DrillFinding",
-        "DrillReport",
-        "DueNotice",
         "DuplicateWindow",
-        "ErrorInfo",
-        "EventInfo",
         "HandedOff",
         "InProgress",
         "InvalidKey",
@@ -37,29 +29,17 @@ def test_public_names_are_pinned() -> None:
         "InvalidResult",
         "JobFailed",
         "JobInProgress",
-        "JobList",
         "JobState",
         "JobStatus",
-        "JobSummary",
         "KeyConflict",
         "Ledger",
         "MAX_KEY_BYTES",
-        "MemoryOutputStore",
-        "MemoryStore",
-        "NoticeInfo",
-        "ObjectState",
         "OutcomeError",
         "OutputAccessDenied",
-        "OutputAudit",
         "OutputExists",
-        "OutputInfo",
         "OutputMissing",
         "OutputPreconditionFailed",
-        "OutputRef",
-        "OutputStore",
         "OutputStoreError",
-        "OwnerInfo",
-        "PurgeReport",
         "Replay",
         "ResolutionRefused",
         "ResultNotSerializable",
@@ -68,27 +48,71 @@ def test_public_names_are_pinned() -> None:
         "RillExecutorError",
         "SchemaMissing",
         "StaleAttempt",
-        "Store",
         "StoreError",
         "StoreProtocolError",
         "StoreUnavailable",
-        "StoredObject",
         "TerminalError",
-        "ThreadedAsyncStore",
         "UndecodableResult",
         "UsageError",
-        "Watch",
         "current_async_claim",
         "current_claim",
         "fingerprint_of",
         "open_async_store",
-        "open_output_store",
         "open_store",
         "raise_for_outcome",
     ]
-    for module in (rill_executor, rill_executor.store, rill_executor.testing):
+    assert sorted(rill_executor.outputs.__all__) == [
+        "AsyncClaimOutputs",
+        "ChecksumMismatch",
+        "ClaimOutputs",
+        "MemoryOutputStore",
+        "OutputAccessDenied",
+        "OutputData",
+        "OutputExists",
+        "OutputMissing",
+        "OutputPreconditionFailed",
+        "OutputRef",
+        "OutputStore",
+        "OutputStoreError",
+        "StoredObject",
+        "open_output_store",
+    ]
+    assert sorted(rill_executor.reports.__all__) == [
+        "AttemptInfo",
+        "AuditEntry",
+        "CollectReport",
+        "DrillFinding",
+        "DrillReport",
+        "ErrorInfo",
+        "EventInfo",
+        "JobList",
+        "JobSummary",
+        "NoticeInfo",
+        "ObjectState",
+        "OutputAudit",
+        "OutputInfo",
+        "OwnerInfo",
+        "PurgeReport",
+    ]
+    modules = (
+        rill_executor,
+        rill_executor.outputs,
+        rill_executor.reports,
+        rill_executor.store,
+        rill_executor.testing,
+    )
+    for module in modules:
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name} is listed but missing"
+
+
+def test_the_names_that_left_the_top_level_live_in_their_modules() -> None:
+    for name in ("MemoryStore", "AsyncMemoryStore", "Store", "ThreadedAsyncStore", "Watch"):
+        assert name in rill_executor.store.__all__ and not hasattr(rill_executor, name)
+    for name in ("OutputRef", "ClaimOutputs", "MemoryOutputStore", "open_output_store"):
+        assert name in rill_executor.outputs.__all__ and not hasattr(rill_executor, name)
+    for name in ("DrillReport", "AuditEntry", "PurgeReport", "JobSummary", "AttemptInfo"):
+        assert name in rill_executor.reports.__all__ and not hasattr(rill_executor, name)
 
 
 def test_errors_form_one_hierarchy() -> None:

@@ -12,19 +12,17 @@ from typing import Any
 
 import pytest
 
-from rill_executor import (
+from rill_executor import AttemptOutcome, JobState, JobStatus
+from rill_executor.cli._svg import text_width
+from rill_executor.cli._timeline import WIDTH, timeline_svg
+from rill_executor.reports import (
     AttemptInfo,
-    AttemptOutcome,
     ErrorInfo,
     EventInfo,
-    JobState,
-    JobStatus,
     NoticeInfo,
     OutputInfo,
     OwnerInfo,
 )
-from rill_executor.cli._svg import text_width
-from rill_executor.cli._timeline import WIDTH, timeline_svg
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 NS = "{http://www.w3.org/2000/svg}"

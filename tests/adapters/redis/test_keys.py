@@ -15,8 +15,8 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from rill_executor import Claim, InvalidKey, Ledger, MemoryStore, Replay
-from rill_executor.store import StoreProtocolError
+from rill_executor import Claim, InvalidKey, Ledger, Replay
+from rill_executor.store import MemoryStore, StoreProtocolError
 from rill_executor_redis import job_keys
 
 from .conftest import QUIET, AnyStore, RedisServer, with_query

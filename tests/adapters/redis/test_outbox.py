@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import redis.cluster
 
-from rill_executor import Claim, InProgress, Ledger, Replay, Watch
+from rill_executor import Claim, InProgress, Ledger, Replay
+from rill_executor.store import Watch
 from rill_executor_redis._keys import outbox_keys
 
 from .conftest import QUIET, AnyStore, RedisServer, with_query

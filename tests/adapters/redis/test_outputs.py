@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from rill_executor import Claim, Ledger, MemoryStore
-from rill_executor.store import AttemptRef, Completion, JobState, Store, StoreStatus
+from rill_executor import Claim, Ledger
+from rill_executor.store import AttemptRef, Completion, JobState, MemoryStore, Store, StoreStatus
 
 from .conftest import AnyStore
 

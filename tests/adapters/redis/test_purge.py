@@ -14,7 +14,8 @@ import redis
 import redis.asyncio
 import redis.cluster
 
-from rill_executor import Claim, Ledger, UsageError, Watch
+from rill_executor import Claim, Ledger, UsageError
+from rill_executor.store import Watch
 from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore, job_keys
 from rill_executor_redis._keys import outbox_keys

@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from rill_executor import AttemptOutcome, Claim, Ledger, Replay, Watch, fingerprint_of
+from rill_executor import AttemptOutcome, Claim, Ledger, Replay, fingerprint_of
+from rill_executor.store import Watch
 from rill_executor_redis import job_keys
 
 from .conftest import QUIET, AnyStore, RedisServer, with_query

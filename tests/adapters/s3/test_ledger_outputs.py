@@ -21,14 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from rill_executor import (
-    ChecksumMismatch,
-    Claim,
-    Ledger,
-    ObjectState,
-    OutputRef,
-    StaleAttempt,
-)
+from rill_executor import ChecksumMismatch, Claim, Ledger, StaleAttempt
+from rill_executor.outputs import OutputRef
+from rill_executor.reports import ObjectState
 from rill_executor_s3 import S3OutputStore
 
 from .conftest import PREFIX, REGION, MotoServer

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import make_url
 
-from rill_executor import Claim, Ledger, ObjectState, OutputRef
+from rill_executor import Claim, Ledger
+from rill_executor.outputs import OutputRef
+from rill_executor.reports import ObjectState
 from tests.conftest import _fresh_database, ensure_database
 
 from .conftest import PREFIX, REGION, MotoServer

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from rill_executor import Claim, InProgress, Ledger, Watch
+from rill_executor import Claim, InProgress, Ledger
 from rill_executor._keys import job_id
-from rill_executor.store import JobState, finish_notices, outbox_due
+from rill_executor.store import JobState, Watch, finish_notices, outbox_due
 from rill_executor_sql import SqlStore
 from rill_executor_sql._schema import jobs
 

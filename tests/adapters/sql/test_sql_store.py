@@ -12,16 +12,9 @@ import pytest
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import (
-    Claim,
-    Ledger,
-    Replay,
-    SchemaMissing,
-    StoreUnavailable,
-    Watch,
-    fingerprint_of,
-)
+from rill_executor import Claim, Ledger, Replay, SchemaMissing, StoreUnavailable, fingerprint_of
 from rill_executor._keys import job_id
+from rill_executor.store import Watch
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
 from rill_executor_sql._migrations import create_v1, installed_version
 from rill_executor_sql._schema import jobs, metadata
