@@ -3,6 +3,7 @@
 # `make bench-gc` purges 1,000,000 records on each while claims run (GC_ARGS to change it).
 # `make docs` builds the documentation site into site/ (mkdocs build --strict).
 # `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
+# `make bench-scale` times claim, replay and status with 10k, 1M and 10M jobs stored (SCALE_ARGS).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,7 +11,7 @@ BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit transcode
+.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -48,3 +49,6 @@ bench-gc: $(VENV)/.installed
 
 bench-audit: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_audit.py $(AUDIT_ARGS)
+
+bench-scale: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_scale.py $(SCALE_ARGS)

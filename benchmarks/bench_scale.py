@@ -1,0 +1,313 @@
+#!/usr/bin/env python
+"""Scale: claim, replay and status p50/p99 with 10 thousand to 10 million jobs stored.
+
+    make bench-scale                                # SCALE_ARGS to change the defaults
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 10000,1000000,10000000]
+        [--stores postgres,redis] [--n 2000]
+        [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
+
+For each store, one namespace grows to each size in turn, filled in bulk straight on the
+server with finished jobs shaped as a commit writes them (a result, a one-attempt history),
+their ids the ledger's own (SHA-256 of namespace and key), so the ledger finds them:
+
+- PostgreSQL: a database of the benchmark's own (``rill_bench_scale``, created on the
+  server of ``--postgres-url`` and dropped at the end), one ``INSERT … SELECT
+  generate_series`` per million rows, then ``VACUUM ANALYZE``.
+- Redis: a server of the benchmark's own, started on a free port without persistence
+  (``redis-server`` on the PATH) and stopped at the end; pipelined ``HSET``s of each job's
+  record and history, with the retention's expiry, as finish.lua leaves them.
+
+At each size it times, through a ``Ledger``, in interleaved rounds: a claim of a new key
+(then committed, untimed), a replay (a claim of a stored key, drawn at random over the whole
+namespace) and a status of a stored key (drawn the same way). Then it reports p50/p99 per
+operation and size, the ratio of the largest size's p50 to the smallest's (the target:
+within 1.2), the table and index sizes on PostgreSQL, and on Redis the bytes per job
+(``MEMORY USAGE`` of a sample of jobs' two keys, and ``used_memory`` over the job count)
+with what a 7-day retention of 100 jobs/s would hold. It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import itertools
+import random
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import redis
+from sqlalchemy.engine import make_url
+
+from rill_executor import Claim, Ledger, Replay
+
+NAMESPACE = "scale"
+RESULT = '{"uri":"s3://media/v/1.mp4","frames":240}'
+FINGERPRINT = "f" * 64
+WEEK_US = 7 * 24 * 3600 * 1_000_000
+CHUNK = 1_000_000  # rows per INSERT on PostgreSQL
+PIPELINE = 5_000  # jobs per pipeline on Redis
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def key_of(i: int) -> str:
+    return f"video-{i // 100}:{i % 100}:h264-v2"
+
+
+# -- the measure, the same on every store ---------------------------------------------------
+
+
+def measure(ledger: Ledger, stored: int, n: int, rng: random.Random) -> dict[str, list[float]]:
+    """``n`` of each operation, interleaved in rounds of 50 (order rotating each round)."""
+    times: dict[str, list[float]] = {"claim": [], "replay": [], "status": []}
+    run = uuid.uuid4().hex[:8]
+    fresh = (f"new-{run}-{i}" for i in itertools.count())
+
+    def claim() -> None:
+        key = next(fresh)
+        start = time.perf_counter()
+        claimed = ledger.claim(key)
+        times["claim"].append(time.perf_counter() - start)
+        assert isinstance(claimed, Claim)
+        claimed.commit({"n": 1})
+
+    def replay() -> None:
+        key = key_of(rng.randrange(stored))
+        start = time.perf_counter()
+        answer = ledger.claim(key, fingerprint=FINGERPRINT)
+        times["replay"].append(time.perf_counter() - start)
+        assert isinstance(answer, Replay), f"{key}: {answer!r}"
+
+    def status() -> None:
+        key = key_of(rng.randrange(stored))
+        start = time.perf_counter()
+        found = ledger.status(key)
+        times["status"].append(time.perf_counter() - start)
+        assert found is not None, f"{key} was not stored"
+
+    ops: list[Callable[[], None]] = [claim, replay, status]
+    for _ in range(100):  # warm-up
+        for op in ops:
+            op()
+    for values in times.values():
+        values.clear()
+    for round_ in range(max(1, n // 50)):
+        order = ops[round_ % 3 :] + ops[: round_ % 3]
+        for op in order:
+            for _ in range(50):
+                op()
+    return times
+
+
+def report(store: str, rows: list[tuple[int, dict[str, list[float]]]]) -> None:
+    print(f"\n{store}: µs, p50 / p99")
+    print(f"| jobs stored | {' | '.join(f'{op} p50 / p99' for op in rows[0][1])} |")
+    print("|---:|" + "---:|" * len(rows[0][1]))
+    for size, times in rows:
+        cells = [
+            f"{percentile(v, 0.5) * 1e6:.0f} / {percentile(v, 0.99) * 1e6:.0f}"
+            for v in times.values()
+        ]
+        print(f"| {size:,} | {' | '.join(cells)} |")
+    if len(rows) > 1:
+        first, last = rows[0][1], rows[-1][1]
+        ratios = {op: percentile(last[op], 0.5) / percentile(first[op], 0.5) for op in first}
+        flat = ", ".join(f"{op} {r:.2f}" for op, r in ratios.items())
+        print(f"p50 at {rows[-1][0]:,} over p50 at {rows[0][0]:,} (target <= 1.2): {flat}")
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------
+
+
+def pg_fill(conninfo: str, start: int, stop: int) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        for low in range(start, stop, CHUNK):
+            params = {"ns": NAMESPACE, "fp": FINGERPRINT, "result": RESULT, "week": WEEK_US}
+            params |= {"low": low, "high": min(stop, low + CHUNK)}
+            conn.execute(
+                """
+                INSERT INTO rill_jobs (job_id, namespace, job_key, state, fence, owner_attempt,
+                    claimed_at, fingerprint, result, created_at, updated_at, finished_at,
+                    retain_until, attempts)
+                SELECT encode(sha256(convert_to(%(ns)s, 'UTF8') || '\\x00'::bytea
+                        || convert_to(k.key, 'UTF8')), 'hex'),
+                    %(ns)s, k.key, 'succeeded', 1, 'a' || g, clock.now - 1000, %(fp)s,
+                    %(result)s, clock.now - 1000, clock.now, clock.now, clock.now + %(week)s,
+                    jsonb_build_array(jsonb_build_object('attempt_id', 'a' || g, 'fence', 1,
+                        'started_at', clock.now - 1000, 'ended_at', clock.now,
+                        'outcome', 'succeeded', 'error', NULL, 'outputs', '[]'::jsonb,
+                        'origin', NULL, 'trace', NULL))
+                FROM generate_series(%(low)s, %(high)s - 1) g,
+                    LATERAL (SELECT 'video-' || (g / 100) || ':' || (g %% 100) || ':h264-v2'
+                        AS key) k,
+                    (SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now) clock
+                """,
+                params,
+            )
+        conn.execute("VACUUM ANALYZE rill_jobs")
+
+
+def pg_sizes(conninfo: str) -> str:
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute(
+            "SELECT pg_relation_size('rill_jobs'), pg_table_size('rill_jobs'),"
+            " pg_indexes_size('rill_jobs'), (SELECT count(*) FROM rill_jobs)"
+        ).fetchone()
+    assert row is not None
+    heap, table, indexes, count = row
+    mb = 1024 * 1024
+    return (
+        f"rows {count:,}: heap {heap / mb:,.0f} MB, table with TOAST {table / mb:,.0f} MB,"
+        f" indexes {indexes / mb:,.0f} MB ({(table + indexes) / count:,.0f} bytes a job)"
+    )
+
+
+def bench_postgres(url: str, sizes: list[int], n: int) -> None:
+    from rill_executor_sql import upgrade_schema
+
+    server = make_url(url)
+    admin = f"postgresql://{server.username}@{server.host}:{server.port}/{server.database}"
+    database = "rill_bench_scale"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {database}")
+        conn.execute(f"CREATE DATABASE {database}")
+    bench_url = server.set(database=database).render_as_string(hide_password=False)
+    conninfo = f"postgresql://{server.username}@{server.host}:{server.port}/{database}"
+    try:
+        upgrade_schema(bench_url)
+        rows = []
+        stored = 0
+        rng = random.Random(1)
+        for size in sizes:
+            began = time.perf_counter()
+            pg_fill(conninfo, stored, size)
+            print(f"postgres: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
+            stored = size
+            with Ledger(bench_url, namespace=NAMESPACE) as ledger:
+                rows.append((size, measure(ledger, stored, n, rng)))
+            print(f"postgres at {size:,}: {pg_sizes(conninfo)}")
+        report("PostgreSQL", rows)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+
+
+# -- Redis ----------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    folder = Path(tempfile.mkdtemp(prefix="rill-bench-scale-"))
+    binary = shutil.which("redis-server") or "redis-server"
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        client = redis.Redis(port=port)
+        for _ in range(100):
+            with contextlib.suppress(redis.ConnectionError):
+                if client.ping():
+                    break
+            time.sleep(0.05)
+        yield f"redis://127.0.0.1:{port}/0?durability=ignore"
+    finally:
+        process.terminate()
+        process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def redis_fill(client: redis.Redis, start: int, stop: int) -> None:
+    seconds, micros = client.time()
+    now = int(seconds) * 1_000_000 + int(micros)
+    pipe = client.pipeline(transaction=False)
+    for i in range(start, stop):
+        key = key_of(i)
+        tag = "{" + hashlib.sha256(f"{NAMESPACE}\0{key}".encode()).hexdigest() + "}"
+        job = {
+            "ns": NAMESPACE, "key": key, "state": "succeeded", "fence": "1", "owner": f"a{i}",
+            "claimed_at": str(now - 1000), "fp": FINGERPRINT, "created_at": str(now - 1000),
+            "updated_at": str(now), "finished_at": str(now), "retain_until": str(now + WEEK_US),
+            "result": RESULT,
+        }  # fmt: skip
+        history = {
+            "1:id": f"a{i}", "1:start": str(now - 1000), "1:outcome": "succeeded",
+            "fence": "1", "1:end": str(now),
+        }  # fmt: skip
+        pipe.hset(f"rill:{tag}:job", mapping=job)  # type: ignore[arg-type]
+        pipe.pexpire(f"rill:{tag}:job", WEEK_US // 1000)
+        pipe.hset(f"rill:{tag}:attempts", mapping=history)  # type: ignore[arg-type]
+        pipe.pexpire(f"rill:{tag}:attempts", 2 * WEEK_US // 1000)
+        if i % PIPELINE == PIPELINE - 1:
+            pipe.execute()
+    pipe.execute()
+
+
+def redis_sizes(client: redis.Redis, stored: int, rng: random.Random) -> str:
+    sample = []
+    for i in rng.sample(range(stored), min(1000, stored)):
+        tag = "{" + hashlib.sha256(f"{NAMESPACE}\0{key_of(i)}".encode()).hexdigest() + "}"
+        job = client.memory_usage(f"rill:{tag}:job") or 0
+        history = client.memory_usage(f"rill:{tag}:attempts") or 0
+        sample.append(job + history)
+    per_job = sum(sample) / len(sample)
+    used = int(client.info("memory")["used_memory"])
+    week = 100 * 7 * 24 * 3600
+    return (
+        f"MEMORY USAGE {per_job:,.0f} bytes a job (record and history), used_memory"
+        f" {used / 1024 / 1024:,.0f} MB = {used / stored:,.0f} bytes a job; a 7-day retention"
+        f" of 100 jobs/s ({week:,} jobs) holds {per_job * week / 1024**3:,.1f} GiB"
+    )
+
+
+def bench_redis(sizes: list[int], n: int) -> None:
+    with redis_server() as url:
+        client = redis.Redis.from_url(url.split("?")[0])
+        rows = []
+        stored = 0
+        rng = random.Random(1)
+        for size in sizes:
+            began = time.perf_counter()
+            redis_fill(client, stored, size)
+            print(f"redis: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
+            stored = size
+            with Ledger(url, namespace=NAMESPACE) as ledger:
+                rows.append((size, measure(ledger, stored, n, rng)))
+            print(f"redis at {size:,}: {redis_sizes(client, stored, rng)}")
+        report("Redis", rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,1000000,10000000")
+    parser.add_argument("--stores", default="postgres,redis")
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument(
+        "--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test"
+    )
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    stores = args.stores.split(",")
+    if "postgres" in stores:
+        bench_postgres(args.postgres_url, sizes, args.n)
+    if "redis" in stores:
+        bench_redis(sizes, args.n)
+
+
+if __name__ == "__main__":
+    main()
