@@ -22,8 +22,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._conformance import StoreConformance
     from ._driver import LedgerDriver, Portal, is_claim
+    from .conformance import StoreConformance
 
 __all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
 
@@ -32,7 +32,7 @@ __all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
 _HOMES = {
     "LedgerDriver": "._driver",
     "Portal": "._driver",
-    "StoreConformance": "._conformance",
+    "StoreConformance": ".conformance",
     "is_claim": "._driver",
 }
 
