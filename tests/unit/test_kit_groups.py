@@ -39,7 +39,7 @@ def test_a_group_or_a_test_opted_out_is_skipped_with_its_reason_for_that_store_o
     assert skipped == races | {"test_ping_answers"}
     assert {_skip_reason(getattr(TestOneProcess, name)) for name in races} == {"one process only"}
     assert _skip_reason(TestOneProcess.test_ping_answers) == "no ping"
-    herd = TestOneProcess.test_simultaneous_claims_grant_one_owner
+    herd: Any = TestOneProcess.test_simultaneous_claims_grant_one_owner
     assert [m.name for m in herd.pytestmark] == ["parametrize", "skip"]  # its own marks kept
 
     class TestEverything(StoreConformance):
