@@ -10,10 +10,12 @@ An adapter opts in with one test module::
         def store_url(self) -> str:
             return "mystore://127.0.0.1:1234/0"
 
-Every test runs through ``Ledger`` and ``AsyncLedger``. The kit needs pytest, hypothesis
-and time-machine (``pip install 'rill-executor[testing]'``). The package installs a pytest
-plugin that registers the kit's marks (``slow``), so the kit collects under
-``--strict-markers`` in any project.
+Every test runs through ``Ledger`` and ``AsyncLedger``. The tests come in groups, one module
+each in ``rill_executor.testing.conformance``; a store opts out of a group or of one test by
+name with a reason (``skip_groups``, ``skip_tests``), reported as a skip. The kit needs
+pytest, hypothesis and time-machine (``pip install 'rill-executor[testing]'``). The package
+installs a pytest plugin that registers the kit's marks (``slow``), so the kit collects
+under ``--strict-markers`` in any project.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._conformance import StoreConformance
     from ._driver import LedgerDriver, Portal, is_claim
+    from .conformance import StoreConformance
 
 __all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
 
@@ -32,7 +34,7 @@ __all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
 _HOMES = {
     "LedgerDriver": "._driver",
     "Portal": "._driver",
-    "StoreConformance": "._conformance",
+    "StoreConformance": ".conformance",
     "is_claim": "._driver",
 }
 

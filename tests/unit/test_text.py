@@ -20,7 +20,7 @@ from rill_executor._text import (
     store_json,
     unescape_text,
 )
-from rill_executor.testing._hostile import hostile_text
+from rill_executor.testing.conformance.hostile import hostile_text
 
 _REFUSED = re.compile("[\x00\ud800-\udfff]")  # what PostgreSQL or a UTF-8 driver refuses
 _text = hostile_text | st.text()
