@@ -127,6 +127,29 @@ def report(store: str, rows: list[tuple[int, dict[str, list[float]]]]) -> None:
         print(f"p50 at {rows[-1][0]:,} over p50 at {rows[0][0]:,} (target <= 1.2): {flat}")
 
 
+def grow(
+    store: str,
+    url: str,
+    sizes: list[int],
+    n: int,
+    fill: Callable[[int, int], None],
+    sizes_of: Callable[[int, random.Random], str],
+) -> None:
+    """Fill the namespace to each size in turn (``fill(start, stop)``), measure at each."""
+    rows = []
+    stored = 0
+    rng = random.Random(1)
+    for size in sizes:
+        began = time.perf_counter()
+        fill(stored, size)
+        print(f"{store}: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
+        stored = size
+        with Ledger(url, namespace=NAMESPACE) as ledger:
+            rows.append((size, measure(ledger, stored, n, rng)))
+        print(f"{store} at {size:,}: {sizes_of(stored, rng)}")
+    report(store, rows)
+
+
 # -- PostgreSQL ---------------------------------------------------------------------------
 
 
@@ -186,18 +209,14 @@ def bench_postgres(url: str, sizes: list[int], n: int) -> None:
     conninfo = f"postgresql://{server.username}@{server.host}:{server.port}/{database}"
     try:
         upgrade_schema(bench_url)
-        rows = []
-        stored = 0
-        rng = random.Random(1)
-        for size in sizes:
-            began = time.perf_counter()
-            pg_fill(conninfo, stored, size)
-            print(f"postgres: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
-            stored = size
-            with Ledger(bench_url, namespace=NAMESPACE) as ledger:
-                rows.append((size, measure(ledger, stored, n, rng)))
-            print(f"postgres at {size:,}: {pg_sizes(conninfo)}")
-        report("PostgreSQL", rows)
+        grow(
+            "PostgreSQL",
+            bench_url,
+            sizes,
+            n,
+            lambda start, stop: pg_fill(conninfo, start, stop),
+            lambda stored, rng: pg_sizes(conninfo),
+        )
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
@@ -278,18 +297,14 @@ def redis_sizes(client: redis.Redis, stored: int, rng: random.Random) -> str:
 def bench_redis(sizes: list[int], n: int) -> None:
     with redis_server() as url:
         client = redis.Redis.from_url(url.split("?")[0])
-        rows = []
-        stored = 0
-        rng = random.Random(1)
-        for size in sizes:
-            began = time.perf_counter()
-            redis_fill(client, stored, size)
-            print(f"redis: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
-            stored = size
-            with Ledger(url, namespace=NAMESPACE) as ledger:
-                rows.append((size, measure(ledger, stored, n, rng)))
-            print(f"redis at {size:,}: {redis_sizes(client, stored, rng)}")
-        report("Redis", rows)
+        grow(
+            "Redis",
+            url,
+            sizes,
+            n,
+            lambda start, stop: redis_fill(client, start, stop),
+            lambda stored, rng: redis_sizes(client, stored, rng),
+        )
 
 
 def main() -> None:

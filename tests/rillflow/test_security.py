@@ -421,25 +421,22 @@ def test_a_heartbeat_lease_out_of_bounds_is_refused(service: Service, body: byte
 # 2. No write without a verified token.
 
 
-def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
-    """70 tokens signed with another secret, each claiming the genuine job with a 40 KB
-    attempt id: the job's event log stays empty; an expired genuine token is recorded,
-    bounded."""
-    token = _token_of(service)
+def _completions(service: Service, tokens: CompletionTokens, attempt_ids: list[str]) -> list[int]:
+    """The status of a ``/rill/complete`` for each attempt id, each with a token ``tokens``
+    signed for the genuine job's key and fence under that attempt id."""
     genuine = service.executor._handoffs.tokens
     assert genuine is not None
-    claims = genuine.verify(token)
-    other = CompletionTokens("another-secret-0123456789abcdef-0123456789")
+    claims = genuine.verify(_token_of(service))
 
-    def forged(n: int) -> str:
+    def token(attempt_id: str) -> str:
         claim = SimpleNamespace(
             namespace=claims.namespace,
             key=claims.key,
             job_id=claims.job_id,
-            attempt_id="x" * 40_000 + str(n),
+            attempt_id=attempt_id,
             fence=claims.fence,
         )
-        return other.issue(claim, handler=claims.handler, ttl=60)  # type: ignore[arg-type]
+        return tokens.issue(claim, handler=claims.handler, ttl=60)  # type: ignore[arg-type]
 
     async def scenario() -> list[int]:
         async with service.client() as http:
@@ -447,14 +444,22 @@ def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
                 (
                     await http.post(
                         "/rill/complete",
-                        json={"result": {"fake": n}},
-                        headers={"Authorization": f"Bearer {forged(n)}"},
+                        json={"result": {"from": n}},
+                        headers={"Authorization": f"Bearer {token(attempt_id)}"},
                     )
                 ).status_code
-                for n in range(70)
+                for n, attempt_id in enumerate(attempt_ids)
             ]
 
-    assert run(scenario) == [401] * 70
+    return run(scenario)
+
+
+def test_a_forged_token_writes_nothing_and_is_counted(service: Service) -> None:
+    """70 tokens signed with another secret, each claiming the genuine job with a 40 KB
+    attempt id: the job's event log stays empty, and each is counted."""
+    other = CompletionTokens("another-secret-0123456789abcdef-0123456789")
+    forged = ["x" * 40_000 + str(n) for n in range(70)]
+    assert _completions(service, other, forged) == [401] * 70
     status = run(service.status)
     assert status is not None and status.events == ()
     assert service.executor._handoffs.forged == 70
@@ -465,35 +470,11 @@ def test_refused_genuine_tokens_cannot_push_the_first_entries_out(service: Servi
     bounded entry: the log keeps the first 64 and counts the 8 it dropped."""
     genuine = service.executor._handoffs.tokens
     assert genuine is not None
-    claims = genuine.verify(_token_of(service))
-
-    def late(n: int) -> str:
-        claim = SimpleNamespace(
-            namespace=claims.namespace,
-            key=claims.key,
-            job_id=claims.job_id,
-            attempt_id=f"late-{n}",
-            fence=claims.fence,
-        )
-        return genuine.issue(claim, handler=claims.handler, ttl=60)  # type: ignore[arg-type]
-
-    async def scenario() -> list[int]:
-        async with service.client() as http:
-            return [
-                (
-                    await http.post(
-                        "/rill/complete",
-                        json={"result": {"late": n}},
-                        headers={"Authorization": f"Bearer {late(n)}"},
-                    )
-                ).status_code
-                for n in range(MAX_EVENTS + 8)
-            ]
-
-    assert run(scenario) == [409] * (MAX_EVENTS + 8)
+    late = [f"late-{n}" for n in range(MAX_EVENTS + 8)]
+    assert _completions(service, genuine, late) == [409] * (MAX_EVENTS + 8)
     status = run(service.status)
     assert status is not None
-    assert [e.attempt_id for e in status.events] == [f"late-{n}" for n in range(MAX_EVENTS)]
+    assert [e.attempt_id for e in status.events] == late[:MAX_EVENTS]
     assert status.events_dropped == 8
 
 
