@@ -169,8 +169,22 @@ def jobs(
     limit: int,
 ) -> Step:
     """A page of the namespace's jobs, without their attempts."""
-    query = _query(core, state, dangling, older_than, result_version, after, limit)
-    return JobList.build((yield StoreCall("list_jobs", (query,))))
+    wanted = () if state is None else (state,) if isinstance(state, str) else state
+    try:
+        states = tuple(JobState(s) for s in wanted)
+    except ValueError:
+        names = ", ".join(s.value for s in JobState)
+        raise UsageError(f"state must be one of {names}, got {state!r}") from None
+    query = JobQuery(
+        namespace=core.namespace,
+        states=states,
+        dangling=dangling,
+        idle_us=None if older_than is None else to_us(older_than, "older_than", zero=True),
+        result_version=None if result_version is None else validate_result_version(result_version),
+        after=after,
+        limit=limit,
+    )
+    return JobList.build((yield StoreCall("list_jobs", (check_query(query),))))
 
 
 def drill(
@@ -180,7 +194,7 @@ def drill(
     progress: Callable[[int], None] | None,
 ) -> Step:
     """The drill report of the namespace: every job read whole, ``page`` jobs a read."""
-    query = _query(core, None, False, None, None, None, page)
+    query = check_query(JobQuery(namespace=core.namespace, limit=page))
     report = Drill(core.namespace, timedelta(microseconds=core.config.retention_us))
     while True:
         read = yield ReadStatuses(query)
@@ -338,36 +352,6 @@ def _add_page(
         drill.add(status)
     if progress is not None:
         progress(len(page.statuses))
-
-
-def _query(
-    core: LedgerCore,
-    state: States,
-    dangling: bool,
-    older_than: Seconds | None,
-    result_version: str | None,
-    after: str | None,
-    limit: int,
-) -> JobQuery:
-    wanted = () if state is None else (state,) if isinstance(state, str) else state
-    try:
-        states = tuple(JobState(s) for s in wanted)
-    except ValueError:
-        names = ", ".join(s.value for s in JobState)
-        raise UsageError(f"state must be one of {names}, got {state!r}") from None
-    return check_query(
-        JobQuery(
-            namespace=core.namespace,
-            states=states,
-            dangling=dangling,
-            idle_us=None if older_than is None else to_us(older_than, "older_than", zero=True),
-            result_version=None
-            if result_version is None
-            else validate_result_version(result_version),
-            after=after,
-            limit=limit,
-        )
-    )
 
 
 def _limit(limit: int) -> int:
