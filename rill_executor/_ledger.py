@@ -1,7 +1,8 @@
 """``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
 
-Both are thin I/O loops: a decorated call is the step in ``_step``, and each twin performs
-its actions, blocking or awaiting. The ``LedgerConfig`` is built once, at construction.
+Both are thin I/O loops: a decorated call is the step in ``_step``, every other operation a
+step in ``_operations``, and each twin performs their actions, blocking or awaiting. The
+``LedgerConfig`` is built once, at construction.
 """
 
 from __future__ import annotations
