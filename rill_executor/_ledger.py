@@ -1,7 +1,8 @@
 """``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
 
-Both are thin I/O loops: a decorated call is the step in ``_step``, and each twin performs
-its actions, blocking or awaiting. The ``LedgerConfig`` is built once, at construction.
+Both are thin I/O loops: a decorated call is the step in ``_step``, every other operation a
+step in ``_operations``, and each twin performs their actions, blocking or awaiting. The
+``LedgerConfig`` is built once, at construction.
 """
 
 from __future__ import annotations
@@ -11,32 +12,21 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
+from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._codec import DEFAULT_MAX_RESULT_BYTES
-from ._config import LedgerConfig, Seconds, to_us
+from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
-from ._drill import Drill, DrillReport
+from ._drill import DrillReport
 from ._duplicate_window import DuplicateWindow
-from ._errors import ConfigError, UsageError
-from ._events import encode_event
+from ._errors import ConfigError
 from ._heartbeat import AsyncHeartbeats, Heartbeats, settled
-from ._housekeeping import (
-    AuditEntry,
-    CollectReport,
-    OutputAudit,
-    classify,
-    job_folder,
-    publish_ref,
-    sort_namespace,
-    unknown_entry,
-    verify_ref,
-)
+from ._housekeeping import CollectReport, OutputAudit
 from ._idempotent import (
     HANDLER_NAME,
     Handler,
@@ -44,41 +34,33 @@ from ._idempotent import (
     IdempotentOptions,
     IdempotentSpec,
     Origin,
-    stored_key,
 )
 from ._idempotent import current as current_claim
-from ._keys import validate_result_version, validate_store_id
-from ._listing import JobList, check_query
+from ._listing import JobList
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
-from ._outputs import OutputStore, StoredObject
-from ._purge import PurgeReport, check_purge
-from ._records import JobState, JobStatus, OutputRef, at_us
+from ._outputs import OutputStore
+from ._purge import PurgeReport
+from ._records import JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._resolution import NO_RESULT, refusal_of, resolution_request, result_type
+from ._resolution import NO_RESULT
 from ._step import (
     Action,
+    Blocking,
     Finish,
     Own,
+    ReadStatuses,
     Renew,
     Run,
     SendClaim,
     Sleep,
+    StoreCall,
     call,
-    claiming,
     drive,
     drive_async,
     resumed,
 )
-from ._store import (
-    AsyncStore,
-    JobQuery,
-    PurgeRequest,
-    StatusPage,
-    Store,
-    read_statuses,
-    read_statuses_async,
-)
+from ._store import AsyncStore, Store, read_statuses, read_statuses_async
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -88,35 +70,6 @@ R = TypeVar("R")
 S = TypeVar("S", Store, AsyncStore)
 ClaimOutcome = Claim | Replay | InProgress | Conflict
 AsyncClaimOutcome = AsyncClaim | Replay | InProgress | Conflict
-
-
-@dataclass
-class _Found:
-    """What a collection run found so far."""
-
-    deleted: list[AuditEntry]
-    young: list[AuditEntry]
-    unknown: list[AuditEntry]
-
-    def report(self, jobs: int) -> CollectReport:
-        return CollectReport(
-            deleted=tuple(self.deleted),
-            kept_young=tuple(self.young),
-            jobs=jobs,
-            unknown=tuple(self.unknown),
-        )
-
-
-def _limit(limit: int) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 < limit <= 1000:
-        raise UsageError(f"limit must be an int from 1 to 1000, got {limit!r}")
-    return limit
-
-
-def _committed(key: str, status: JobStatus | None) -> JobStatus:
-    if status is None or status.state is not JobState.SUCCEEDED:
-        raise UsageError(f"{key!r} has no committed result to publish")
-    return status
 
 
 class _LedgerBase(Generic[S]):
@@ -155,97 +108,6 @@ class _LedgerBase(Generic[S]):
 
     def _open(self, url: str) -> S:
         raise NotImplementedError
-
-    def _output_store(self) -> OutputStore:
-        if self.outputs is None:
-            raise ConfigError("this ledger has no output store: pass outputs=… to the ledger")
-        return self.outputs
-
-    def _audit(
-        self, store_id: str, job_id: str, status: JobStatus | None, objects: list[StoredObject]
-    ) -> OutputAudit:
-        now = status.store_time if status else datetime.now(UTC)
-        return classify(self.namespace, validate_store_id(store_id), job_id, status, objects, now)
-
-    def _collect(self, audit: OutputAudit, grace: timedelta, found: _Found) -> list[AuditEntry]:
-        """Sort a job's orphans into those to delete now and those still in their grace."""
-        due = [e for e in audit.orphans if e.age is None or e.age >= grace]
-        found.young.extend(e for e in audit.orphans if e not in due)
-        found.deleted.extend(due)
-        found.unknown.extend(audit.unknown)
-        return due
-
-    def _sorted(
-        self, store_id: str, listed: list[StoredObject]
-    ) -> tuple[dict[str, list[StoredObject]], _Found]:
-        """The job folders to read against this store; every other object is unknown."""
-        store_id = validate_store_id(store_id)
-        jobs, others = sort_namespace(self.namespace, store_id, listed)
-        now = datetime.now(UTC)
-        found = _Found([], [], [unknown_entry(self.namespace, store_id, o, now) for o in others])
-        return jobs, found
-
-    def _drill(self) -> Drill:
-        return Drill(self.namespace, self.retention)
-
-    def _add_page(
-        self, drill: Drill, page: StatusPage, progress: Callable[[int], None] | None
-    ) -> None:
-        for found in page.statuses:
-            status = self._core.status(found)
-            assert status is not None  # a found job
-            drill.add(status)
-        if progress is not None:
-            progress(len(page.statuses))
-
-    def _query(
-        self,
-        state: JobState | str | tuple[JobState | str, ...] | None,
-        dangling: bool,
-        older_than: Seconds | None,
-        result_version: str | None,
-        after: str | None,
-        limit: int,
-    ) -> JobQuery:
-        wanted = () if state is None else (state,) if isinstance(state, str) else state
-        try:
-            states = tuple(JobState(s) for s in wanted)
-        except ValueError:
-            names = ", ".join(s.value for s in JobState)
-            raise UsageError(f"state must be one of {names}, got {state!r}") from None
-        return check_query(
-            JobQuery(
-                namespace=self.namespace,
-                states=states,
-                dangling=dangling,
-                idle_us=None if older_than is None else to_us(older_than, "older_than", zero=True),
-                result_version=None
-                if result_version is None
-                else validate_result_version(result_version),
-                after=after,
-                limit=limit,
-            )
-        )
-
-    def _purge_request(
-        self, limit: int, after: str | None, dry_run: bool, dangling_after: Seconds | None
-    ) -> PurgeRequest:
-        if not isinstance(dry_run, bool):
-            raise UsageError(f"dry_run must be True or False, got {dry_run!r}")
-        dangling_us = (
-            self.config.retention_us
-            if dangling_after is None
-            else to_us(dangling_after, "dangling_after", zero=True)
-        )
-        return check_purge(
-            PurgeRequest(
-                namespace=self.namespace,
-                dangling_after_us=dangling_us,
-                limit=limit,
-                after=after,
-                dry_run=dry_run,
-            )
-        )
 
     @property
     def namespace(self) -> str:
@@ -356,23 +218,16 @@ class Ledger(_LedgerBase[Store]):
         is kept with the attempt's record, so a duplicate answered from it can link to the
         attempt's span (``Replay.trace``, ``InProgress.trace``).
         """
-        request = self._core.claim_request(
-            key,
-            fingerprint=fingerprint,
-            result_version=result_version,
-            attempt_id=attempt_id,
-            lease=lease,
-            origin=origin,
-            watch=watch,
-            trace=trace or telemetry.current_traceparent(),
+        step = operations.claim(
+            self._core, key, fingerprint, result_version, attempt_id, lease, origin, watch, trace
         )
-        return cast(ClaimOutcome, drive(claiming(self._core, request), self._perform))
+        return cast(ClaimOutcome, drive(step, self._perform))
 
     def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         """The job of ``key`` with all its attempts, or None if there is none; ``handler``
         (a decorated function or its name) looks up that handler's job for ``key``."""
-        job_id = self._core.job_id(stored_key(key, handler))
-        return self._core.status(self.store.status(job_id))
+        step = operations.status(self._core, key, handler)
+        return cast(JobStatus | None, drive(step, self._perform))
 
     def resolve(
         self,
@@ -396,24 +251,8 @@ class Ledger(_LedgerBase[Store]):
         (else ``InvalidResult``); given by name, the type is not known and not checked. The
         record keeps the retention its finish recorded (else this ledger's). Returns the
         job as it stands after; ``ResolutionRefused`` if nothing was written."""
-        stored, config = stored_key(key, handler), self.config
-        resolution = resolution_request(
-            action,
-            reason=reason,
-            actor=actor,
-            force=force,
-            result=result,
-            retention_us=config.retention_us,
-            max_result_bytes=config.max_result_bytes,
-            returns=result_type(handler),
-        )
-        job_id = self._core.job_id(stored)
-        answer = self.store.resolve(job_id, resolution)
-        if not answer.ok:
-            raise refusal_of(answer, resolution, namespace=self.namespace, key=stored)
-        status = self._core.status(self.store.status(job_id))
-        assert status is not None  # resolved jobs are kept for a retention
-        return status
+        step = operations.resolve(self._core, key, action, reason, actor, force, result, handler)
+        return cast(JobStatus, drive(step, self._perform))
 
     def record_event(
         self,
@@ -429,17 +268,18 @@ class Ledger(_LedgerBase[Store]):
         """Append an entry to the job's event log (``JobStatus.events``; those naming an
         attempt show in its ``AttemptInfo.events`` too): e.g. a late report from a
         superseded attempt that was refused. False, writing nothing, if there is no job."""
-        event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
-        return self.store.record_event(self._core.job_id(stored_key(key, handler)), event)
+        step = operations.record_event(
+            self._core, key, kind, attempt_id, fence, reason, detail, handler
+        )
+        return cast(bool, drive(step, self._perform))
 
     def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
     ) -> list[DueNotice]:
         """Lease up to ``limit`` of this namespace's due completion notices to ``owner``
         for ``lease``: no other deliverer gets them meanwhile. Send each, then settle it."""
-        lease_us = to_us(lease, "lease")
-        batch = self.store.lease_notices(self.namespace, owner, lease_us, _limit(limit))
-        return self._core.due_notices(batch, owner)
+        step = operations.lease_notices(self._core, owner, lease, limit)
+        return cast(list[DueNotice], drive(step, self._perform))
 
     def settle_notice(
         self,
@@ -452,8 +292,8 @@ class Ledger(_LedgerBase[Store]):
     ) -> bool:
         """Record how a delivery ended: ``delivered``, ``dropped`` (never to be taken), or
         ``pending`` to try again after ``retry_in``. False if the lease was lost first."""
-        settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
-        return self.store.settle_notice(notice.job_id, settlement)
+        step = operations.settle_notice(self._core, notice, status, outcome, detail, retry_in)
+        return cast(bool, drive(step, self._perform))
 
     def jobs(
         self,
@@ -469,8 +309,10 @@ class Ledger(_LedgerBase[Store]):
         or several), ``dangling`` ones (``processing`` with the lease run out: the owner is
         gone), those not updated for ``older_than``, of ``result_version``; every filter
         given must hold. Pass the page's ``cursor`` as ``after`` for the next page."""
-        query = self._query(state, dangling, older_than, result_version, after, limit)
-        return JobList.build(self.store.list_jobs(query))
+        step = operations.jobs(
+            self._core, state, dangling, older_than, result_version, after, limit
+        )
+        return cast(JobList, drive(step, self._perform))
 
     def drill(
         self, *, page: int = 1000, progress: Callable[[int], None] | None = None
@@ -480,25 +322,8 @@ class Ledger(_LedgerBase[Store]):
         attempts, takeovers, refused writes, resolutions, notices and, with an output store,
         orphan outputs. Reads every job whole, ``page`` jobs a store read (one ``status``
         a job on a store without ``list_statuses``); ``progress`` is told each page's count."""
-        query, drill = self._query(None, False, None, None, None, page), self._drill()
-        while True:
-            read = read_statuses(self.store, query)
-            self._add_page(drill, read, progress)
-            if read.cursor is None:
-                break
-            query = replace(query, after=read.cursor)
-        if self.outputs is not None:
-            objects, store_id = list(self.outputs.list(f"{self.namespace}/")), self.store.store_id()
-            folders, _ = self._sorted(store_id, objects)
-            drill.add_outputs(
-                [
-                    self._audit(
-                        store_id, job_id, self._core.status(self.store.status(job_id)), found
-                    )
-                    for job_id, found in folders.items()
-                ]
-            )
-        return drill.report(at_us(read.now))
+        step = operations.drill(self._core, self.outputs, page, progress)
+        return cast(DrillReport, drive(step, self._perform))
 
     def purge(
         self,
@@ -514,54 +339,32 @@ class Ledger(_LedgerBase[Store]):
         completion notice is kept (``kept_notices``); the key's fences go on from the
         deleted record's. Pass the report's ``cursor`` as ``after`` until it is None;
         ``dry_run`` counts without deleting. One store call."""
-        request = self._purge_request(limit, after, dry_run, dangling_after)
-        return PurgeReport.build(self.store.purge(request), dry_run=dry_run)
+        step = operations.purge(self._core, limit, after, dry_run, dangling_after)
+        return cast(PurgeReport, drive(step, self._perform))
 
     def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan;
         ``handler`` (a decorated function or its name) audits that handler's job."""
-        outputs, job_id = self._output_store(), self._core.job_id(stored_key(key, handler))
-        objects = list(outputs.list(job_folder(self.namespace, job_id)))
-        status = self._core.status(self.store.status(job_id))
-        return self._audit(self.store.store_id(), job_id, status, objects)
+        step = operations.audit(self._core, self.outputs, key, handler)
+        return cast(OutputAudit, drive(step, self._perform))
 
     def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         """Delete this namespace's orphan objects older than ``grace``: objects this job
         store provably wrote from attempts that ended without committing them. Never a
         committed output of a retained job, never an object it cannot account for (those
         are reported as ``unknown``). Idempotent; safe to run from several processes."""
-        outputs, wait = (
-            self._output_store(),
-            timedelta(microseconds=to_us(grace, "grace", zero=True)),
-        )
-        with telemetry.orphans_span(self.namespace) as span:
-            listed = list(outputs.list(f"{self.namespace}/"))
-            jobs, found = self._sorted(self.store.store_id(), listed)
-            for job_id, objects in jobs.items():
-                status = self._core.status(self.store.status(job_id))
-                audit = self._audit(self.store.store_id(), job_id, status, objects)
-                for entry in self._collect(audit, wait, found):
-                    outputs.delete(entry.key)
-            report = found.report(len(jobs))
-            telemetry.collected(span, report)
-            return report
+        step = operations.collect_orphans(self._core, self.outputs, grace)
+        return cast(CollectReport, drive(step, self._perform))
 
     def verify(self, ref: OutputRef) -> None:
         """Read the object behind ``ref``; ``ChecksumMismatch`` if it is not what was written."""
-        outputs = self._output_store()
-        with telemetry.output_span("verify", self.namespace, ref.name):
-            verify_ref(outputs, ref)
+        drive(operations.verify(self._core, self.outputs, ref), self._perform)
 
     def publish(self, key: str, *, handler: Handler | None = None) -> list[OutputRef]:
         """Copy the committed outputs of ``key`` to their canonical keys (write-once);
         ``handler`` publishes that decorated handler's job."""
-        outputs = self._output_store()
-        status = _committed(stored_key(key, handler), self.status(key, handler=handler))
-        return [self._publish(outputs, status, ref) for ref in status.outputs]
-
-    def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
-        with telemetry.output_span("publish", self.namespace, ref.name):
-            return publish_ref(outputs, status, ref)
+        step = operations.publish(self._core, self.outputs, key, handler)
+        return cast(list[OutputRef], drive(step, self._perform))
 
     def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(spec.fn):
@@ -605,6 +408,12 @@ class Ledger(_LedgerBase[Store]):
                 return cast(Claim, claim).heartbeat()
             case Sleep(seconds):
                 time.sleep(seconds)
+            case StoreCall(method, args):
+                return getattr(self.store, method)(*args)
+            case ReadStatuses(query):
+                return read_statuses(self.store, query)
+            case Blocking(fn, args):
+                return fn(*args)
 
     def close(self) -> None:
         self.store.close()
@@ -640,23 +449,14 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         watch: Watch | None = None,
         trace: str | None = None,
     ) -> AsyncClaimOutcome:
-        request = self._core.claim_request(
-            key,
-            fingerprint=fingerprint,
-            result_version=result_version,
-            attempt_id=attempt_id,
-            lease=lease,
-            origin=origin,
-            watch=watch,
-            trace=trace or telemetry.current_traceparent(),
+        step = operations.claim(
+            self._core, key, fingerprint, result_version, attempt_id, lease, origin, watch, trace
         )
-        return cast(
-            AsyncClaimOutcome, await drive_async(claiming(self._core, request), self._perform)
-        )
+        return cast(AsyncClaimOutcome, await drive_async(step, self._perform))
 
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
-        job_id = self._core.job_id(stored_key(key, handler))
-        return self._core.status(await self.store.status(job_id))
+        step = operations.status(self._core, key, handler)
+        return cast(JobStatus | None, await drive_async(step, self._perform))
 
     async def resolve(
         self,
@@ -669,24 +469,8 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         result: Any = NO_RESULT,
         handler: Handler | None = None,
     ) -> JobStatus:
-        stored, config = stored_key(key, handler), self.config
-        resolution = resolution_request(
-            action,
-            reason=reason,
-            actor=actor,
-            force=force,
-            result=result,
-            retention_us=config.retention_us,
-            max_result_bytes=config.max_result_bytes,
-            returns=result_type(handler),
-        )
-        job_id = self._core.job_id(stored)
-        answer = await self.store.resolve(job_id, resolution)
-        if not answer.ok:
-            raise refusal_of(answer, resolution, namespace=self.namespace, key=stored)
-        status = self._core.status(await self.store.status(job_id))
-        assert status is not None  # resolved jobs are kept for a retention
-        return status
+        step = operations.resolve(self._core, key, action, reason, actor, force, result, handler)
+        return cast(JobStatus, await drive_async(step, self._perform))
 
     async def record_event(
         self,
@@ -699,16 +483,16 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         detail: str | None = None,
         handler: Handler | None = None,
     ) -> bool:
-        event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
-        job_id = self._core.job_id(stored_key(key, handler))
-        return await self.store.record_event(job_id, event)
+        step = operations.record_event(
+            self._core, key, kind, attempt_id, fence, reason, detail, handler
+        )
+        return cast(bool, await drive_async(step, self._perform))
 
     async def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
     ) -> list[DueNotice]:
-        lease_us = to_us(lease, "lease")
-        batch = await self.store.lease_notices(self.namespace, owner, lease_us, _limit(limit))
-        return self._core.due_notices(batch, owner)
+        step = operations.lease_notices(self._core, owner, lease, limit)
+        return cast(list[DueNotice], await drive_async(step, self._perform))
 
     async def settle_notice(
         self,
@@ -719,8 +503,8 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         detail: str | None = None,
         retry_in: Seconds = 0,
     ) -> bool:
-        settlement = self._core.settlement(notice, status, outcome, detail, retry_in)
-        return await self.store.settle_notice(notice.job_id, settlement)
+        step = operations.settle_notice(self._core, notice, status, outcome, detail, retry_in)
+        return cast(bool, await drive_async(step, self._perform))
 
     async def jobs(
         self,
@@ -732,30 +516,16 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         after: str | None = None,
         limit: int = 100,
     ) -> JobList:
-        query = self._query(state, dangling, older_than, result_version, after, limit)
-        return JobList.build(await self.store.list_jobs(query))
+        step = operations.jobs(
+            self._core, state, dangling, older_than, result_version, after, limit
+        )
+        return cast(JobList, await drive_async(step, self._perform))
 
     async def drill(
         self, *, page: int = 1000, progress: Callable[[int], None] | None = None
     ) -> DrillReport:
-        query, drill = self._query(None, False, None, None, None, page), self._drill()
-        while True:
-            read = await read_statuses_async(self.store, query)
-            self._add_page(drill, read, progress)
-            if read.cursor is None:
-                break
-            query = replace(query, after=read.cursor)
-        if self.outputs is not None:
-            outputs = self.outputs
-            objects = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
-            store_id = await self.store.store_id()
-            folders, _ = self._sorted(store_id, objects)
-            audits = []
-            for job_id, found in folders.items():
-                status = self._core.status(await self.store.status(job_id))
-                audits.append(self._audit(store_id, job_id, status, found))
-            drill.add_outputs(audits)
-        return drill.report(at_us(read.now))
+        step = operations.drill(self._core, self.outputs, page, progress)
+        return cast(DrillReport, await drive_async(step, self._perform))
 
     async def purge(
         self,
@@ -765,47 +535,23 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         dry_run: bool = False,
         dangling_after: Seconds | None = None,
     ) -> PurgeReport:
-        request = self._purge_request(limit, after, dry_run, dangling_after)
-        return PurgeReport.build(await self.store.purge(request), dry_run=dry_run)
+        step = operations.purge(self._core, limit, after, dry_run, dangling_after)
+        return cast(PurgeReport, await drive_async(step, self._perform))
 
     async def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
-        outputs, job_id = self._output_store(), self._core.job_id(stored_key(key, handler))
-        folder = job_folder(self.namespace, job_id)
-        objects = await asyncio.to_thread(lambda: list(outputs.list(folder)))
-        status = self._core.status(await self.store.status(job_id))
-        return self._audit(await self.store.store_id(), job_id, status, objects)
+        step = operations.audit(self._core, self.outputs, key, handler)
+        return cast(OutputAudit, await drive_async(step, self._perform))
 
     async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
-        outputs, wait = (
-            self._output_store(),
-            timedelta(microseconds=to_us(grace, "grace", zero=True)),
-        )
-        with telemetry.orphans_span(self.namespace) as span:
-            listed = await asyncio.to_thread(lambda: list(outputs.list(f"{self.namespace}/")))
-            store_id = await self.store.store_id()
-            jobs, found = self._sorted(store_id, listed)
-            for job_id, objects in jobs.items():
-                status = self._core.status(await self.store.status(job_id))
-                audit = self._audit(store_id, job_id, status, objects)
-                for entry in self._collect(audit, wait, found):
-                    await asyncio.to_thread(outputs.delete, entry.key)
-            report = found.report(len(jobs))
-            telemetry.collected(span, report)
-            return report
+        step = operations.collect_orphans(self._core, self.outputs, grace)
+        return cast(CollectReport, await drive_async(step, self._perform))
 
     async def verify(self, ref: OutputRef) -> None:
-        outputs = self._output_store()
-        with telemetry.output_span("verify", self.namespace, ref.name):
-            await asyncio.to_thread(verify_ref, outputs, ref)
+        await drive_async(operations.verify(self._core, self.outputs, ref), self._perform)
 
     async def publish(self, key: str, *, handler: Handler | None = None) -> list[OutputRef]:
-        outputs = self._output_store()
-        status = _committed(stored_key(key, handler), await self.status(key, handler=handler))
-        return [await self._publish(outputs, status, ref) for ref in status.outputs]
-
-    async def _publish(self, outputs: OutputStore, status: JobStatus, ref: OutputRef) -> OutputRef:
-        with telemetry.output_span("publish", self.namespace, ref.name):
-            return await asyncio.to_thread(publish_ref, outputs, status, ref)
+        step = operations.publish(self._core, self.outputs, key, handler)
+        return cast(list[OutputRef], await drive_async(step, self._perform))
 
     def _accepts(self, fn: Callable[..., Any]) -> None:
         if not inspect.iscoroutinefunction(fn):
@@ -849,24 +595,36 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             case Own(row):
                 return AsyncClaim(self._core, self.store, row, self.outputs)
             case Run(claim, spec, args, kwargs):
-                token = current_claim.set(claim)
-                try:
-                    if spec.heartbeat is None:
-                        return await spec.fn(*args, **kwargs)
-                    watch = self.heartbeats.start(cast(AsyncClaim, claim), spec.heartbeat)
-                    try:
-                        return await spec.fn(*args, **kwargs)
-                    finally:
-                        if (renewal := self.heartbeats.stop(watch)) is not None:
-                            await settled(renewal)
-                finally:
-                    current_claim.reset(token)
+                return await self._run_handler(cast(AsyncClaim, claim), spec, args, kwargs)
             case Finish(claim, completion, operation):
                 return await cast(AsyncClaim, claim)._finish(completion, operation)
             case Renew(claim):
                 return await cast(AsyncClaim, claim).heartbeat()
             case Sleep(seconds):
                 await asyncio.sleep(seconds)
+            case StoreCall(method, args):
+                return await getattr(self.store, method)(*args)
+            case ReadStatuses(query):
+                return await read_statuses_async(self.store, query)
+            case Blocking(fn, args):
+                return await asyncio.to_thread(fn, *args)
+
+    async def _run_handler(
+        self, claim: AsyncClaim, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """The handler under ``claim``, current to it, with its heartbeat."""
+        token = current_claim.set(claim)
+        try:
+            if spec.heartbeat is None:
+                return await spec.fn(*args, **kwargs)
+            watch = self.heartbeats.start(claim, spec.heartbeat)
+            try:
+                return await spec.fn(*args, **kwargs)
+            finally:
+                if (renewal := self.heartbeats.stop(watch)) is not None:
+                    await settled(renewal)
+        finally:
+            current_claim.reset(token)
 
     async def close(self) -> None:
         await self.store.close()

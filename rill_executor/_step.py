@@ -4,7 +4,9 @@
 handler, commit or record the failure, answer. It is a generator: each ``yield`` hands the
 ledger an action and receives what came of it (or has the action's exception raised at the
 ``yield``). ``Ledger`` and ``AsyncLedger`` drive it with a loop each (``drive`` here, and
-its asyncio twin there), so the sync and async paths share every decision.
+its asyncio twin there), so the sync and async paths share every decision. The ledger's
+other operations are steps too (``_operations``), with the store calls (``StoreCall``,
+``ReadStatuses``) and the blocking work (``Blocking``) they add to this vocabulary.
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
 from ._idempotent import IdempotentSpec
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
-from ._store import ClaimRequest, Completion
+from ._store import ClaimRequest, Completion, JobQuery
 
 __all__ = [
     "Action",
+    "Blocking",
     "Finish",
     "Own",
+    "ReadStatuses",
     "Renew",
     "Run",
     "SendClaim",
     "Sleep",
     "Step",
+    "StoreCall",
     "call",
     "claiming",
     "drive",
@@ -90,7 +95,31 @@ class Sleep:
     seconds: float
 
 
-Action = SendClaim | Own | Run | Finish | Renew | Sleep
+@dataclass(frozen=True, slots=True)
+class StoreCall:
+    """Call the job store's ``method`` with ``args``; answer what it returns."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReadStatuses:
+    """Read a page of whole jobs (``read_statuses``); answer the ``StatusPage``."""
+
+    query: JobQuery
+
+
+@dataclass(frozen=True, slots=True)
+class Blocking:
+    """Call ``fn(*args)``, work that blocks (the output store's): in place on a ``Ledger``,
+    in a worker thread on an ``AsyncLedger``; answer its result."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall | ReadStatuses | Blocking
 Step = Generator[Action, Any, Any]
 
 
