@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -92,6 +92,7 @@ class EngineSimulator:
         self.lock_timeout = lock_timeout
         self.callback_max_chars = callback_max_chars
         self._max_workers = max_workers
+        self.intercept: Callable[[Mapping[str, str]], Answer | None] | None = None
         self._changed = threading.Condition(threading.RLock())
         self._executions: dict[str, _Execution] = {}
         self._dispatches: list[DispatchRecord] = []
