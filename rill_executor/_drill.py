@@ -12,6 +12,7 @@ anything else is a count.
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -110,6 +111,8 @@ def _notices_match(status: JobStatus) -> list[str]:
     resolved = {e.fence for e in status.events if e.kind == RESOLVED}
     problems = []
     for n in status.notices:
+        if n.state is JobState.PROCESSING:
+            continue  # a lapse notice (the owner's lease ran out), not an outcome
         if n.fence > status.fence:
             problems.append(f"notice {n.id} reports fence {n.fence}, above the job's")
         elif n.fence not in resolved and won.get(n.fence) != n.state.value:
@@ -121,10 +124,16 @@ def _notices_match(status: JobStatus) -> list[str]:
 
 
 def _delivered_once(status: JobStatus) -> list[str]:
-    sent = Counter((n.watch, n.fence) for n in status.notices if n.status == "delivered")
+    """One outcome delivered twice to the same dispatch (its watch and target): a task the
+    engine dispatched again (a redo) is owed the outcome once more, at its new target."""
+    sent = Counter(
+        (n.watch, json.dumps(n.target, sort_keys=True, default=str), n.fence)
+        for n in status.notices
+        if n.status == "delivered" and n.state is not JobState.PROCESSING
+    )
     return [
         f"the outcome of fence {fence} was delivered {count} times to {watch}"
-        for (watch, fence), count in sent.items()
+        for (watch, _, fence), count in sent.items()
         if count > 1
     ]
 
