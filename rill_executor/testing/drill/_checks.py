@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -72,10 +73,18 @@ def _applied(record: CallbackRecord) -> bool:
 
 def _counted(record: CallbackRecord) -> bool:
     """A callback that got a final answer: applied, or refused as a duplicate. The drill's
-    own lost and refused callbacks, and answers that invite a resend, are not counted."""
+    own lost and refused callbacks, and answers that invite a resend, are not counted.
+    A dispatch is notified twice when one of its callbacks was applied and another counted:
+    two callbacks that both found the task moved on (a retry coming, or finished) harm
+    nothing."""
     if "drill" in record.answer:
         return False
     return _applied(record) or record.answer.get("error_code") == FINAL_DUPLICATE
+
+
+def _reports_failure(output: Mapping[str, Any] | None) -> bool:
+    kind = (output or {}).get("result_type")
+    return isinstance(kind, str) and kind.upper() != "SUCCESS"
 
 
 def _task_of(record: CallbackRecord) -> tuple[str, str]:
@@ -91,16 +100,25 @@ def _engine_checks(rec: DrillRecord) -> list[Check]:
         for (e, t), view in rec.tasks.items()
         if view.status is not TaskStatus.SUCCEED
     ]
+    failures = [
+        f"{e}/{t}: SUCCEED with a failure in its output ({view.output}): the executor"
+        " reported it with result_type, which the engine's trigger.json ignores"
+        for (e, t), view in rec.tasks.items()
+        if view.status is TaskStatus.SUCCEED and _reports_failure(view.output)
+    ]
     results: dict[str, set[str]] = defaultdict(set)
     per_dispatch: Counter[tuple[str, str, str]] = Counter()
+    took: set[tuple[str, str, str]] = set()  # dispatches whose callback the engine applied
     for cb in rec.callbacks:
         task = _task_of(cb)
         if task not in keys:
             continue
+        dispatch = (*task, cb.query.get("ts", ""))
         if _applied(cb):
             results[keys[task]].add(json.dumps(_body(cb), sort_keys=True))
+            took.add(dispatch)
         if _counted(cb):
-            per_dispatch[(*task, cb.query.get("ts", ""))] += 1
+            per_dispatch[dispatch] += 1
     differing = [
         f"{key}: {len(bodies)} different results applied by the engine: "
         + " | ".join(sorted(bodies))[:300]
@@ -110,11 +128,12 @@ def _engine_checks(rec: DrillRecord) -> list[Check]:
     twice = [
         f"{e}/{t} dispatch ts={ts}: notified {n} times"
         for (e, t, ts), n in sorted(per_dispatch.items())
-        if n > 1
+        if n > 1 and (e, t, ts) in took
     ]
     return [
         _check("quiescent", [] if rec.quiescent else ["the drill gave up waiting for quiescence"]),
         _check("every_task_succeeded", unfinished),
+        _check("no_failure_as_success", failures),
         _check("one_result_per_key", differing),
         _check("notified_once", twice),
     ]
@@ -172,7 +191,8 @@ def _store_checks(
             continue
         statuses[key] = status
         if status.state is not JobState.SUCCEEDED:
-            mismatched.append(f"{key}: the job is {status.state.value}")
+            if status.state is not JobState.PROCESSING:  # that one is dangling, below
+                mismatched.append(f"{key}: the job is {status.state.value}")
             continue
         committed = status.result if isinstance(status.result, dict) else {"data": status.result}
         for w in watched:
@@ -189,39 +209,43 @@ def _store_checks(
                 if body != committed
             )
         executions.extend(_unexplained(status, windows, rec.quiet))
-        if with_outputs and outputs_per_key is not None and len(status.outputs) != outputs_per_key:
+        if outputs_per_key is not None and len(status.outputs) != outputs_per_key:
             outputs.append(
                 f"{key}: {len(status.outputs)} committed outputs, expected {outputs_per_key}"
             )
-    processing = ledger.jobs(state=JobState.PROCESSING, limit=1000)
-    dangling = [f"{j.key}: still processing after quiescence" for j in processing.jobs]
+    dangling = [
+        f"{key}: still processing after quiescence"
+        for key, status in statuses.items()
+        if status.state is JobState.PROCESSING
+    ]
     checks = [
         _check("committed_result", mismatched),
         _check("no_stale_callback", stale),
         _check("executions_explained", executions),
         _check("no_dangling_job", dangling),
     ]
-    if with_outputs:
-        report = ledger.collect_orphans(grace=timedelta(0))
-        del report
     audit = ledger.drill()
-    checks.append(
-        _check("audit_clean", [f"{f.key}: {f.invariant}: {f.detail}" for f in audit.broken])
-    )
-    if with_outputs:
-        left = audit.orphan_outputs or 0
-        checks.append(
-            _check("orphans_collected", [f"{left} orphan outputs left after gc"] if left else [])
-        )
-        checks.append(
-            _check("one_output_per_key", outputs)
-            if outputs_per_key is not None
-            else _skip("one_output_per_key", "the workload names no output count")
-        )
-    else:
-        checks.append(_skip("orphans_collected", "no output store given"))
-        checks.append(_skip("one_output_per_key", "no output store given"))
-    return checks
+    ours = {status.key for status in statuses.values()}
+    broken = [f"{f.key}: {f.invariant}: {f.detail}" for f in audit.broken if f.key in ours]
+    checks.append(_check("audit_clean", broken))
+    return checks + _output_checks(ledger, outputs, outputs_per_key, with_outputs)
+
+
+def _output_checks(
+    ledger: Ledger, per_key: list[str], outputs_per_key: int | None, with_outputs: bool
+) -> list[Check]:
+    if not with_outputs:
+        return [
+            _skip(n, "no output store given") for n in ("orphans_collected", "one_output_per_key")
+        ]
+    ledger.collect_orphans(grace=timedelta(0))
+    left = ledger.drill().orphan_outputs or 0
+    return [
+        _check("orphans_collected", [f"{left} orphan outputs left after gc"] if left else []),
+        _check("one_output_per_key", per_key)
+        if outputs_per_key is not None
+        else _skip("one_output_per_key", "the workload names no output count"),
+    ]
 
 
 def check(

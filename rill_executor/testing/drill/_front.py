@@ -7,9 +7,10 @@ executor accepts the connection and never answers: the engine's read timeout see
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import httpx
 from starlette.applications import Starlette
@@ -22,7 +23,7 @@ __all__ = ["round_robin_app"]
 _HOP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding"}
 
 
-def round_robin_app(
+def round_robin_app(  # served with lifespan="on": the client is opened and closed there
     upstreams: Sequence[str],
     routed: Callable[[str, str, int], None] | None = None,
     timeout: float = 120.0,
@@ -31,9 +32,16 @@ def round_robin_app(
     ``routed(execution_id, name, index)`` is told which one took a dispatch."""
     turn = itertools.count()
     lock = threading.Lock()
-    client = httpx.AsyncClient(timeout=timeout, trust_env=False)
+    clients: list[httpx.AsyncClient] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+            clients.append(client)
+            yield
 
     async def forward(request: Request) -> Response:
+        client = clients[0]
         body = await request.body()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
         targets = list(upstreams)
@@ -60,4 +68,4 @@ def round_robin_app(
         return Response("no executor took the connection", status_code=502)
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-    return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+    return Starlette(routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan)

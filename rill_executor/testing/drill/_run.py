@@ -107,7 +107,10 @@ class FaultDrill:
             for executor in self._executors:
                 executor.start()
             front = round_robin_app([e.url for e in self._executors], self._route)
-            with serve_app(front) as front_url, EngineSimulator(max_workers=64) as engine:
+            with (
+                serve_app(front, lifespan="on") as front_url,
+                EngineSimulator(max_workers=64) as engine,
+            ):
                 engine.intercept = self._callback_faults
                 return self._drive(engine, front_url)
         finally:
@@ -122,13 +125,13 @@ class FaultDrill:
         next_submit = 0.0
         while True:
             offset = time.time() - started
+            while planned and planned[0].at <= offset:  # all of the plan, even if late
+                self._inject(engine, front_url, planned.pop(0), started)
             if offset >= cfg.duration:
                 break
             if next_submit <= offset:
                 self._submit(engine, front_url, None)
                 next_submit += cfg.submit_every
-            while planned and planned[0].at <= offset:
-                self._inject(engine, front_url, planned.pop(0), started)
             self._run_timers(time.time())
             wake = min(
                 [next_submit, cfg.duration]

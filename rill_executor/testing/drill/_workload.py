@@ -10,6 +10,7 @@ A workload of whole DAGs plugs in the same way: submit, and list the tasks to wa
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -51,9 +52,14 @@ class Workload(Protocol):
 
 @dataclass(frozen=True)
 class SegmentWorkload:
-    """Executions of ``segments`` segment tasks each, work of ``min_seconds``..``max_seconds``."""
+    """Executions of ``segments`` segment tasks each, work of ``min_seconds``..``max_seconds``
+    (drawn from ``seed``); the videos are named ``{run}-v{serial}``, ``run`` random unless
+    given, so two drills on one store never share a key. With ``fail_every``, every n-th
+    task's input carries ``"fail": "once"``: an executor that honours it fails that
+    segment's first run, as a flaky encoder would (the example executor ignores it)."""
 
     seed: int = 1
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:8])  # keeps runs' keys apart
     path: str = "/segments"
     segments: int = 3
     min_seconds: float = 0.2
@@ -62,29 +68,33 @@ class SegmentWorkload:
     namespace: str = "segments"
     handler: str | None = "segment"
     outputs_per_key: int | None = None
+    fail_every: int | None = None  # every n-th task asks for a transient failure (fail: once)
     retry: Retry = field(default_factory=lambda: Retry(max_retry_times=8, interval_in_seconds=1.0))
 
     def submit(
         self, engine: EngineSimulator, executor_url: str, serial: int, timeout: float | None
     ) -> list[Watched]:
         rng = random.Random(self.seed * 1_000_003 + serial)
-        video = f"v{serial}"
+        video = f"{self.run}-v{serial}"
         tasks = []
         for segment in range(self.segments):
             seconds = round(rng.uniform(self.min_seconds, self.max_seconds), 3)
             if timeout is not None:
                 seconds = max(seconds, timeout + 1.0)
+            body: dict[str, object] = {
+                "video": video,
+                "segment": segment,
+                "profile": self.profile,
+                "seconds": seconds,
+            }
+            if self.fail_every and (serial * self.segments + segment) % self.fail_every == 0:
+                body["fail"] = "once"
             tasks.append(
                 Task(
                     f"segment{segment}",
                     f"{executor_url}{self.path}",
                     pattern=Pattern.TASK_ASYNC,
-                    input={
-                        "video": video,
-                        "segment": segment,
-                        "profile": self.profile,
-                        "seconds": seconds,
-                    },
+                    input=body,
                     retry=self.retry,
                     timeout_in_seconds=timeout,
                 )
