@@ -83,7 +83,7 @@ def test_the_example_executor_holds_every_check_on_sqlite(tmp_path: Path) -> Non
     assert all(
         c.skipped is None
         for c in result.checks
-        if c.name != "orphans_collected" and c.name != "one_output_per_key"
+        if c.name not in {"orphans_collected", "one_output_per_key"}
     )
 
 
