@@ -2,10 +2,10 @@
 store and the engine, over every task's life, on one time axis (seconds from the start).
 
 Each task is a thin row: grey while waiting (READY, FAILED before a retry), blue while
-RUNNING, green from its SUCCEED on, red at the end if it never got there. A fault is a
-band on its lane (a killed or stopped process, a black-holed or slowed link, a store down)
-or a tick (a reset, an engine-side fault), and a mark on each task it hit. Hovering shows
-what each one is.
+RUNNING, a green mark at its SUCCEED, red from its last change on if it never got there. A
+fault is a band on its lane (a killed or stopped process, a black-holed or slowed link, a
+store down) or a tick (a reset, an engine-side fault), and a mark on each task it hit.
+Hovering shows what each one is.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ COLOURS = {
     FaultKind.REFUSED_CALLBACK: "#953800",
     FaultKind.STORE_RESTART: "#6e7781",
 }
-STATE = {TaskStatus.RUNNING: "#54aeff", TaskStatus.SUCCEED: "#4ac26b"}
-WAITING = "#d0d7de"
+RUNNING, SUCCEED, WAITING = "#54aeff", "#1a7f37", "#d0d7de"
 
 
 class _Axis:
@@ -77,11 +76,14 @@ def _task(parent: ET.Element, view: TaskView, axis: _Axis, y: float, end: float)
     title = f"{view.execution_id}/{view.name}: {final}, {view.attempts} dispatch(es)"
     group = svg.titled(parent, title, class_="task")
     for here, after in zip(history, [*history[1:], None], strict=True):
-        stop = end if after is None else after.at
-        colour = STATE.get(here.status, WAITING)
-        if after is None and here.status is not TaskStatus.SUCCEED:
-            colour = "#cf222e"
-        x0, x1 = axis.x(here.at), axis.x(stop)
+        x0 = axis.x(here.at)
+        if here.status is TaskStatus.SUCCEED:  # a mark; the row is empty until a redo
+            svg.el(group, "rect", x=x0, y=y - 1, width=3.0, height=ROW + 1, fill=SUCCEED)
+            continue
+        colour = RUNNING if here.status is TaskStatus.RUNNING else WAITING
+        if after is None:
+            colour = "#cf222e"  # never got to SUCCEED
+        x1 = axis.x(end if after is None else after.at)
         if x1 - x0 >= 0.3:
             svg.el(group, "rect", x=x0, y=y, width=x1 - x0, height=ROW - 1, fill=colour)
 
@@ -92,7 +94,7 @@ def drill_svg(record: DrillRecord, result: DrillResult) -> str:
     lanes = [f"executor {i}" for i in range(n)] + [f"store link {i}" for i in range(n)]
     lanes += ["store", "engine"]
     tasks = sorted(record.tasks.values(), key=lambda v: v.history[0].at if v.history else 0.0)
-    height = TOP + LANE * len(lanes) + 24 + ROW * len(tasks) + 40
+    height = TOP + LANE * len(lanes) + 24 + ROW * len(tasks) + 56
     axis = _Axis(record.started, record.quiet)
     root = svg.el(None, "svg", xmlns="http://www.w3.org/2000/svg", width=WIDTH, height=height,
                   viewBox=f"0 0 {WIDTH:.0f} {height:.0f}", font_family="sans-serif")  # fmt: skip
@@ -108,7 +110,7 @@ def drill_svg(record: DrillRecord, result: DrillResult) -> str:
         f" — {verdict}"
     )
     svg.label(root, 10, 20, heading, right=WIDTH - RIGHT, size=13.0, font_weight="bold")
-    bottom = height - 30
+    bottom = height - 44
     for second in range(0, int(axis.span) + 1, max(1, int(axis.span // 12) or 1)):
         x = axis.x(record.started + second)
         svg.el(root, "line", x1=x, x2=x, y1=TOP - 8, y2=bottom, stroke="#eaeef2")
@@ -139,4 +141,18 @@ def drill_svg(record: DrillRecord, result: DrillResult) -> str:
                 x = axis.x(fault.at)
                 svg.el(hits, "rect", x=x - 1, y=where[task] - 1, width=2.5, height=ROW + 1,
                        fill=COLOURS[fault.kind])  # fmt: skip
+    _legend(root, height - 10)
     return svg.serialise(root)
+
+
+def _legend(root: ET.Element, y: float) -> None:
+    x = 10.0
+    for name, colour in [("running", RUNNING), ("waiting", WAITING), ("succeed", SUCCEED),
+                         ("never succeeded", "#cf222e")]:  # fmt: skip
+        svg.el(root, "rect", x=x, y=y - 8, width=10.0, height=8.0, fill=colour)
+        svg.el(root, "text", name, x=x + 14, y=y, font_size=10.0, fill=svg.INK)
+        x += 24 + svg.text_width(name, 10.0)
+    for kind, colour in COLOURS.items():
+        svg.el(root, "rect", x=x, y=y - 8, width=4.0, height=8.0, fill=colour)
+        svg.el(root, "text", kind.value, x=x + 7, y=y, font_size=10.0, fill=svg.INK)
+        x += 16 + svg.text_width(kind.value, 10.0)
