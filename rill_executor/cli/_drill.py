@@ -173,13 +173,13 @@ def drill(
     )  # fmt: skip
     try:
         record = FaultDrill(config, workload).run()
+        checks = check(
+            record, namespace=namespace, outputs=outputs, outputs_per_key=outputs_per_key
+        )
     finally:
         if redis is not None:
             redis.stop()
-    result = summarise(
-        record,
-        check(record, namespace=namespace, outputs=outputs, outputs_per_key=outputs_per_key),
-    )
+    result = summarise(record, checks)
     if target is not None:
         target.write_text(drill_svg(record, result), encoding="utf-8")
     if output == "json":
