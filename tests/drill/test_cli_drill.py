@@ -40,3 +40,16 @@ def test_a_drill_that_finds_a_problem_exits_1(tmp_path: Path) -> None:
 def test_an_unknown_fault_is_a_usage_error(tmp_path: Path) -> None:
     done = run("drill", "--command", "true {port}", "--faults", "kill,meteor", "-o", "json")
     assert done.returncode == 2 and "meteor" in done.stderr
+
+
+def test_a_drill_on_its_own_redis_restarts_it_and_checks_it_before_it_stops(
+    tmp_path: Path,
+) -> None:
+    args = ["drill", "--command", EXAMPLE, "--own-redis", "--logs", str(tmp_path)]
+    args += ["--duration", "8", "--rate", "1/2s", "--faults", "store-restart", "--seed", "3"]
+    done = run(*args, "--lease", "2", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [restarts] = [s for s in report["stats"] if s["kind"] == "store-restart"]
+    assert restarts["injected"] > restarts["skipped"]
+    assert {c["name"]: c["skipped"] for c in report["checks"]}["audit_clean"] is None

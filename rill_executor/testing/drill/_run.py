@@ -81,7 +81,8 @@ class FaultDrill:
         self._seq = itertools.count()
         self._serial = itertools.count()
         self._dead: set[int] = set()
-        self._holes: set[int] = set()
+        self._holes: set[int] = set()  # executors whose store link is a black hole
+        self._slow: set[int] = set()  # executors whose store link has added latency
 
     # --- running ---------------------------------------------------------------------------
 
@@ -281,14 +282,24 @@ class FaultDrill:
                 record.until = record.at + fault.hold
                 self._later(record.until, lambda: self._heal(index))
             else:
+                if index in self._slow:
+                    record.skipped = "already slowed"
+                    return
+                self._slow.add(index)
                 proxy.latency(fault.hold / 10)
                 record.target += f" +{fault.hold * 100:.0f} ms"
                 record.until = record.at + 2 * fault.hold
-                self._later(record.until, lambda: proxy.latency(0))
+                self._later(record.until, lambda: self._speed_up(index))
 
     def _restart(self, index: int) -> None:
         self._executors[index].start()
         self._dead.discard(index)
+
+    def _speed_up(self, index: int) -> None:
+        proxy = self._executors[index].proxy
+        if proxy is not None:
+            proxy.latency(0)
+        self._slow.discard(index)
 
     def _heal(self, index: int) -> None:
         proxy = self._executors[index].proxy
@@ -301,6 +312,9 @@ class FaultDrill:
         record.target = "store"
         if server is None:
             record.skipped = "the drill does not own the store"
+            return
+        if not server.running:
+            record.skipped = "already down"
             return
         server.stop()
         record.affected = [(w.execution_id, w.task_name) for w in running]

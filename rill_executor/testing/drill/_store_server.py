@@ -24,6 +24,9 @@ class StoreServer(Protocol):
     @property
     def url(self) -> str: ...
 
+    @property
+    def running(self) -> bool: ...
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -43,7 +46,14 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def start(self) -> None:
+        """Start it (nothing if it runs) and wait until it accepts connections."""
+        if self.running:
+            return
         self._folder.mkdir(parents=True, exist_ok=True)
         argv = [
             self._binary,
