@@ -45,6 +45,7 @@ class _Link:
         self.doomed: _Rule | None = None  # the rule whose request this link carried
         self.silent = False  # partitioned: forwards nothing, closes nothing
         self.holed = False  # inside a black hole: forwards nothing, closes nothing
+        self.resetting = False  # closed with a reset: no FIN may go out first
 
     @property
     def partitioned(self) -> bool:
@@ -53,11 +54,13 @@ class _Link:
     def close(self) -> None:
         for sock in (self.client, self.server):
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                # Wakes the threads blocked in recv; after a reset, without sending a FIN.
+                sock.shutdown(socket.SHUT_RD if self.resetting else socket.SHUT_RDWR)
             sock.close()
 
     def reset(self) -> None:
         """Close both sockets with a TCP reset (linger 0), not a graceful FIN."""
+        self.resetting = True
         for sock in (self.client, self.server):
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
