@@ -65,6 +65,9 @@ class DrillConfig:
 
 
 class FaultDrill:
+    """One drill: ``run()`` once, then ``check`` and ``summarise`` what it returns.
+    ``schedule`` is the plan, known before it runs (the same for the same seed)."""
+
     def __init__(self, config: DrillConfig, workload: Workload) -> None:
         self.config = config
         self.workload = workload
