@@ -83,7 +83,9 @@ class FaultDrill:
         self._timers: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._serial = itertools.count()
-        self._dead: set[int] = set()
+        self._dead: set[int] = set()  # killed executors, until they listen again
+        self._restarts: list[threading.Thread] = []
+        self._failed_restarts: list[ConfigError] = []
         self._holes: set[int] = set()  # executors whose store link is a black hole
         self._slow: set[int] = set()  # executors whose store link has added latency
 
@@ -147,6 +149,10 @@ class FaultDrill:
         self._say("drill: injection over, lifting every fault and waiting for quiescence")
         self._callback_faults.disarm()
         self._run_timers(float("inf"))
+        for thread in self._restarts:
+            thread.join()
+        if self._failed_restarts:
+            raise self._failed_restarts[0]
         quiescent = self._settle(engine)
         quiet = time.time()
         tasks = {
@@ -295,8 +301,20 @@ class FaultDrill:
                 self._later(record.until, lambda: self._speed_up(index))
 
     def _restart(self, index: int) -> None:
-        self._executors[index].start()
-        self._dead.discard(index)
+        """Start a killed executor again, in the background: the schedule goes on meanwhile
+        (it stays dead to the faults until it listens)."""
+
+        def start() -> None:
+            try:
+                self._executors[index].start()
+            except ConfigError as exc:
+                self._failed_restarts.append(exc)
+                return
+            self._dead.discard(index)
+
+        thread = threading.Thread(target=start, name=f"restart-executor-{index}", daemon=True)
+        self._restarts.append(thread)
+        thread.start()
 
     def _speed_up(self, index: int) -> None:
         proxy = self._executors[index].proxy
