@@ -174,9 +174,8 @@ class FaultProxy:
             except OSError:
                 link.close()
                 return
-            if link.partitioned:
-                link.silent = True
-                assert link.doomed is not None
+            if link.doomed is not None and link.doomed.partition:
+                link.silent = True  # the armed request went through: nothing more will
                 link.doomed.fired.set()
 
     def _watch(self, link: _Link, chunk: bytes) -> None:
