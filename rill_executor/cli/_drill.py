@@ -52,7 +52,8 @@ def _print(result: DrillResult) -> None:
     out.print(checks)
     out.print(
         f"{result.executions} executions, {result.tasks} tasks, {result.dispatches} dispatches,"
-        f" {result.callbacks} callbacks; {result.duration:.0f} s of faults, quiescent"
+        f" {result.callbacks} callbacks ({result.repeated_callbacks} sent again after an"
+        f" answer); {result.duration:.0f} s of faults, quiescent"
         f" {result.settled:.1f} s later",
         soft_wrap=True,
     )

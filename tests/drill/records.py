@@ -35,7 +35,7 @@ def _callback(name: str, body: dict[str, object]) -> CallbackRecord:
 
 
 def record(
-    store: str, outputs: dict[str, dict[str, object]], faults: list[Injected]
+    store: str | None, outputs: dict[str, dict[str, object]], faults: list[Injected]
 ) -> DrillRecord:
     now = time.time()
     return DrillRecord(

@@ -3,11 +3,13 @@ to a real SQLite store, with an engine record to match."""
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rill_executor import Claim, Ledger
-from rill_executor.testing.drill import DrillRecord, FaultKind, Injected, check
+from rill_executor.testing.drill import DrillRecord, FaultKind, Injected, check, summarise
 
 from .records import RESULT, record
 
@@ -45,3 +47,18 @@ def test_each_store_check_fails_on_the_record_that_breaks_it(tmp_path: Path) -> 
     kill = Injected(at=now - 10, offset=0.0, kind=FaultKind.KILL, target="executor 0", until=now)
     assert _failed(store, record(store, {"rerun": RESULT}, [kill])) == set()
     assert "no_dangling_job" in _failed(store, record(store, {"left": RESULT}, []))
+
+
+def test_one_dispatch_told_two_results_is_notified_twice_and_a_resent_result_is_not() -> None:
+    drilled = record(None, {"seg": RESULT}, [])
+    duplicate = replace(
+        drilled.callbacks[0],
+        status_code=500,
+        answer={"error_code": 30601, "error": "repeated finish task seg"},
+    )
+    other = replace(duplicate, body_text=json.dumps({"uri": "s3://segments/A/1-b.mp4"}))
+    resent = replace(drilled, callbacks=[*drilled.callbacks, duplicate])
+    doubled = replace(drilled, callbacks=[*drilled.callbacks, other])
+    assert {c.name for c in check(resent, namespace="segments") if not c.ok} == set()
+    assert summarise(resent, []).repeated_callbacks == 1
+    assert {c.name for c in check(doubled, namespace="segments") if not c.ok} == {"notified_once"}

@@ -9,7 +9,7 @@ saying why. ``check`` opens a ``Ledger`` on the store URL (read only, but for ``
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from ..rillflow import CallbackRecord, TaskStatus
 from ._record import DrillRecord, Injected
 from ._workload import Watched
 
-__all__ = ["Check", "check"]
+__all__ = ["Check", "check", "counted", "task_of"]
 
 STORE_CHECKS = (
     "committed_result",
@@ -71,12 +71,13 @@ def _applied(record: CallbackRecord) -> bool:
     return record.status_code == 200 and record.answer.get("result") == "ok"
 
 
-def _counted(record: CallbackRecord) -> bool:
+def counted(record: CallbackRecord) -> bool:
     """A callback that got a final answer: applied, or refused as a duplicate. The drill's
     own lost and refused callbacks, and answers that invite a resend, are not counted.
-    A dispatch is notified twice when one of its callbacks was applied and another counted:
-    two callbacks that both found the task moved on (a retry coming, or finished) harm
-    nothing."""
+    A dispatch is notified twice when one of its callbacks was applied and another counted
+    carried a different result: the work of one dispatch ran twice and both runs reported.
+    The same result sent again (a crash between a callback and the record of its answer:
+    delivery is at least once) is answered as a duplicate and changes nothing."""
     if "drill" in record.answer:
         return False
     return _applied(record) or record.answer.get("error_code") == FINAL_DUPLICATE
@@ -87,7 +88,7 @@ def _reports_failure(output: Mapping[str, Any] | None) -> bool:
     return isinstance(kind, str) and kind.upper() != "SUCCESS"
 
 
-def _task_of(record: CallbackRecord) -> tuple[str, str]:
+def task_of(record: CallbackRecord) -> tuple[str, str]:
     return record.query.get("execution_id", ""), record.query.get("task_name", "")
 
 
@@ -107,18 +108,19 @@ def _engine_checks(rec: DrillRecord) -> list[Check]:
         if view.status is TaskStatus.SUCCEED and _reports_failure(view.output)
     ]
     results: dict[str, set[str]] = defaultdict(set)
-    per_dispatch: Counter[tuple[str, str, str]] = Counter()
+    per_dispatch: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     took: set[tuple[str, str, str]] = set()  # dispatches whose callback the engine applied
     for cb in rec.callbacks:
-        task = _task_of(cb)
+        task = task_of(cb)
         if task not in keys:
             continue
         dispatch = (*task, cb.query.get("ts", ""))
+        body = json.dumps(_body(cb), sort_keys=True)
         if _applied(cb):
-            results[keys[task]].add(json.dumps(_body(cb), sort_keys=True))
+            results[keys[task]].add(body)
             took.add(dispatch)
-        if _counted(cb):
-            per_dispatch[dispatch] += 1
+        if counted(cb):
+            per_dispatch[dispatch].add(body)
     differing = [
         f"{key}: {len(bodies)} different results applied by the engine: "
         + " | ".join(sorted(bodies))[:300]
@@ -126,9 +128,9 @@ def _engine_checks(rec: DrillRecord) -> list[Check]:
         if len(bodies) > 1
     ]
     twice = [
-        f"{e}/{t} dispatch ts={ts}: notified {n} times"
-        for (e, t, ts), n in sorted(per_dispatch.items())
-        if n > 1 and (e, t, ts) in took
+        f"{e}/{t} dispatch ts={ts}: told {len(bodies)} different results"
+        for (e, t, ts), bodies in sorted(per_dispatch.items())
+        if len(bodies) > 1 and (e, t, ts) in took
     ]
     return [
         _check("quiescent", [] if rec.quiescent else ["the drill gave up waiting for quiescence"]),
@@ -177,7 +179,7 @@ def _store_checks(
     applied: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for cb in rec.callbacks:
         if _applied(cb):
-            applied[_task_of(cb)].append(_body(cb))
+            applied[task_of(cb)].append(_body(cb))
     windows = _windows(rec.faults)
     mismatched: list[str] = []
     stale: list[str] = []

@@ -9,12 +9,12 @@ against the success rate. A fault that hit no task counts as injected only.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from pydantic import BaseModel, ConfigDict
 
 from ..rillflow import TaskStatus
-from ._checks import Check
+from ._checks import Check, counted, task_of
 from ._record import DrillRecord
 from ._schedule import FaultKind
 
@@ -63,6 +63,7 @@ class DrillResult(BaseModel):
     tasks: int
     dispatches: int
     callbacks: int
+    repeated_callbacks: int  # a dispatch's callback sent again after one got its answer
     stats: tuple[FaultStats, ...]
     faults: tuple[FaultView, ...]
     checks: tuple[Check, ...]
@@ -129,6 +130,9 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
         if kind in counts
         for c in [counts[kind]]
     )
+    answered = Counter(
+        (*task_of(cb), cb.query.get("ts", "")) for cb in rec.callbacks if counted(cb)
+    )
     return DrillResult(
         seed=rec.seed,
         processes=rec.processes,
@@ -138,6 +142,7 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
         tasks=len(rec.watched),
         dispatches=len(rec.dispatches),
         callbacks=len(rec.callbacks),
+        repeated_callbacks=sum(n - 1 for n in answered.values() if n > 1),
         stats=stats,
         faults=tuple(views),
         checks=tuple(checks),
