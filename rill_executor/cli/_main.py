@@ -118,6 +118,7 @@ def demo(store: str | None, lease: float) -> None:
 def _register() -> None:
     from ._audit import audit
     from ._bench import bench
+    from ._drill import drill
     from ._gc import gc
     from ._jobs import attempts, jobs, status, timeline
     from ._notices import deliver
@@ -126,7 +127,7 @@ def _register() -> None:
     from ._schema import schema
 
     commands = [status, attempts, timeline, jobs, resolve, audit, gc, check_retention, deliver]
-    for command in [*commands, schema, bench]:
+    for command in [*commands, schema, bench, drill]:
         main.add_command(command)
 
 

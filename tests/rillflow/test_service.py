@@ -17,10 +17,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from rill_executor.testing.drill import FaultProxy
 from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
 
 from ..adapters.faults.outage import StoreLink
-from ..adapters.faults.proxy import CuttingProxy
 from .service import ExecutorService
 
 pytestmark = pytest.mark.slow
@@ -137,7 +137,7 @@ def _engine_port(engine: EngineSimulator) -> int:
 
 
 def test_a_crash_between_commit_and_callback_loses_nothing(store_url: str, tmp_path: Path) -> None:
-    gate = CuttingProxy("127.0.0.1", None)  # the engine is unreachable at first
+    gate = FaultProxy("127.0.0.1", None)  # the engine is unreachable at first
     engine = _Behind()
     engine.via = gate.port
     service = ExecutorService(store_url, tmp_path).start()
@@ -231,7 +231,7 @@ def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Pa
     "repeated finish", which counts as delivered."""
     inner = EngineSimulator()
     with inner:
-        proxy = CuttingProxy("127.0.0.1", _engine_port(inner))
+        proxy = FaultProxy("127.0.0.1", _engine_port(inner))
         engine = inner
         engine.__class__ = type(
             "Cut",
@@ -311,7 +311,7 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
     (tmp_path / "y").mkdir()
     zombie = ExecutorService(store_url, tmp_path / "z", lease=1.5, workers=1).start()
     heir = ExecutorService(store_url, tmp_path / "y", lease=1.5).start()
-    front = CuttingProxy("127.0.0.1", zombie.port)
+    front = FaultProxy("127.0.0.1", zombie.port)
     try:
         with EngineSimulator() as engine:
             # Retries to spare: a loaded machine may answer the redo's dispatch after the
@@ -353,7 +353,7 @@ def test_a_stopped_attempts_completion_token_is_refused_after_a_takeover(
     (tmp_path / "y").mkdir()
     zombie = ExecutorService(store_url, tmp_path / "z", lease=1.5, workers=1).start()
     heir = ExecutorService(store_url, tmp_path / "y", lease=1.5).start()
-    front = CuttingProxy("127.0.0.1", zombie.port)
+    front = FaultProxy("127.0.0.1", zombie.port)
     done = {"uri": "s3://segments/encoded-by-the-farm.mp4", "frames": 250}
     try:
         with EngineSimulator() as engine:

@@ -54,6 +54,9 @@ class Finisher(Protocol):
     """The engine side that applies a callback to a task (the simulator)."""
 
     callback_max_chars: int
+    # Called with each callback's query before anything else; an answer it returns is
+    # sent (and recorded) instead, and the callback is not applied (a fault drill's hook).
+    intercept: Callable[[Mapping[str, str]], Answer | None] | None
 
     def task_exists(self, execution_id: str, task_name: str) -> bool: ...
 
@@ -161,8 +164,10 @@ def build_app(engine: Finisher) -> FastAPI:
                 headers=dict(request.headers),
             )
 
+        hook = engine.intercept
+        faulted = None if hook is None else hook(query)
         parse = _trigger if endpoint == "trigger.json" else _finish
-        parsed = parse(engine, query, text)
+        parsed = faulted if faulted is not None else parse(engine, query, text)
         if isinstance(parsed, Answer):
             answer = parsed
             engine.record_callback(record(answer))

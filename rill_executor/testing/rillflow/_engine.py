@@ -128,6 +128,7 @@ class EngineSimulator:
         self.lock_timeout = lock_timeout
         self.callback_max_chars = callback_max_chars
         self._max_workers = max_workers
+        self.intercept: Callable[[Mapping[str, str]], Answer | None] | None = None
         self._changed = threading.Condition(threading.RLock())
         self._executions: dict[str, _Execution] = {}
         self._dispatches: list[DispatchRecord] = []

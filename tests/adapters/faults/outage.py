@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from .proxy import CuttingProxy
+from rill_executor.testing.drill import FaultProxy
 
 __all__ = ["StoreLink"]
 
 
-class StoreLink(CuttingProxy):
+class StoreLink(FaultProxy):
     def __init__(self, url: str) -> None:
         self._direct = url
         parts = urlsplit(url)

@@ -17,8 +17,7 @@ import pytest
 from rill_executor import AttemptOutcome, JobState
 from rill_executor._keys import job_id
 from rill_executor.testing import LedgerDriver, is_claim
-
-from .proxy import CuttingProxy
+from rill_executor.testing.drill import FaultProxy
 
 # Which fixture gives each server's URL, and what applies a write there: PostgreSQL and
 # Redis apply the request itself; MariaDB applies the transaction's COMMIT.
@@ -33,7 +32,7 @@ class Cut:
     def __init__(self, url: str, then: bytes | None) -> None:
         parts = urlsplit(url)
         assert parts.hostname and parts.port, url
-        self.proxy = CuttingProxy(parts.hostname, parts.port)
+        self.proxy = FaultProxy(parts.hostname, parts.port)
         self.url = url.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{self.proxy.port}")
         self.then = then
 

@@ -22,8 +22,8 @@ import pytest
 from rill_executor import StoreUnavailable
 from rill_executor._keys import job_id
 from rill_executor.testing import LedgerDriver
+from rill_executor.testing.drill import FaultProxy
 
-from .proxy import CuttingProxy
 from .waits import ends_within
 
 _BOUNDS = (
@@ -43,7 +43,7 @@ class _Partitioned:
         parts = urlsplit(direct)
         assert parts.hostname and parts.port, direct
         self.direct = direct
-        self.proxy = CuttingProxy(parts.hostname, parts.port)
+        self.proxy = FaultProxy(parts.hostname, parts.port)
         self.url = direct.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{self.proxy.port}")
 
 

@@ -17,9 +17,9 @@ import redis.cluster
 from rill_executor import AttemptOutcome, Claim, InProgress, Ledger, Replay, StaleAttempt
 from rill_executor._keys import job_id
 from rill_executor.store import ClaimRequest, StoreUnavailable
+from rill_executor.testing.drill import FaultProxy
 from rill_executor_redis._scripts import Op, source
 
-from ..faults.proxy import CuttingProxy
 from .conftest import QUIET, AnyStore, RedisServer, with_query
 
 MakeStore = Callable[[str], AnyStore]
@@ -217,7 +217,7 @@ def _evalsha_calls(server: RedisServer) -> int:
 def test_a_lost_reply_is_unavailable_at_once_and_sent_once(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:
-    proxy = CuttingProxy("127.0.0.1", private_redis.port)
+    proxy = FaultProxy("127.0.0.1", private_redis.port)
     try:
         store = make_store(with_query(f"redis://127.0.0.1:{proxy.port}/0", QUIET))
         request = _claim_request("k")

@@ -251,11 +251,11 @@ def test_a_server_that_goes_away_after_the_open_is_store_unavailable(
 ) -> None:
     """A connect that fails once the store is open (PostgreSQL's raw path checks a
     connection out of the pool itself) is ``StoreUnavailable``, never the driver's error."""
-    from ..faults.proxy import CuttingProxy
+    from rill_executor.testing.drill import FaultProxy
 
     base = make_url(str(request.getfixturevalue(f"{family}_url")))
     assert base.host is not None and base.port is not None
-    proxy = CuttingProxy(base.host, base.port)
+    proxy = FaultProxy(base.host, base.port)
     url = base.set(port=proxy.port).render_as_string(hide_password=False)
     namespace = f"gone-{uuid.uuid4().hex[:8]}"
     try:
@@ -269,7 +269,7 @@ def test_a_server_that_goes_away_after_the_open_is_store_unavailable(
                 ledger.claim("after")
 
         async def claim_after_the_server_went_away() -> None:
-            again = CuttingProxy(base.host or "", base.port)
+            again = FaultProxy(base.host or "", base.port)
             ledger = AsyncLedger(
                 base.set(port=again.port).render_as_string(hide_password=False),
                 namespace=namespace,

@@ -1,0 +1,44 @@
+"""A fault drill to run against your own executor.
+
+``FaultDrill`` starts your executor's processes from a command, each behind a TCP fault proxy
+on its link to the store, dispatches executions to them through the engine simulator, and
+injects faults on a seeded schedule (same seed, same schedule): SIGKILL and SIGSTOP of the
+processes, resets, black holes and latency on the store links, a store restart, and on the
+engine's side concurrent dispatches, redos, task timeouts, lost and refused callbacks. Then
+it waits for quiescence and ``check`` reads the engine's records, the store and the output
+bucket (never the executor's logs) and says what held. ``summarise`` adds up the recovery
+time and the success rate per fault kind. ``rill-executor drill`` is the same from a shell.
+"""
+
+from ._checks import Check, check
+from ._processes import ExecutorProcess
+from ._proxy import FaultProxy
+from ._record import DrillRecord, Injected
+from ._report import DrillResult, FaultStats, summarise
+from ._run import DrillConfig, FaultDrill
+from ._schedule import FaultKind, PlannedFault, parse_rate, plan
+from ._store_server import RedisServer, StoreServer
+from ._workload import SegmentWorkload, Watched, Workload
+
+__all__ = [
+    "Check",
+    "DrillConfig",
+    "DrillRecord",
+    "DrillResult",
+    "ExecutorProcess",
+    "FaultDrill",
+    "FaultKind",
+    "FaultProxy",
+    "FaultStats",
+    "Injected",
+    "PlannedFault",
+    "RedisServer",
+    "SegmentWorkload",
+    "StoreServer",
+    "Watched",
+    "Workload",
+    "check",
+    "parse_rate",
+    "plan",
+    "summarise",
+]

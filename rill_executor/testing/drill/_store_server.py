@@ -1,0 +1,83 @@
+"""A store server the drill owns, so it may restart it: a Redis server of its own.
+
+``RedisServer`` runs ``redis-server`` on a free port with an append-only file synced on
+every write (a restart loses nothing), in a folder of the drill's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+from rill_executor._errors import ConfigError
+
+from ._processes import free_port
+
+__all__ = ["RedisServer", "StoreServer"]
+
+
+class StoreServer(Protocol):
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class RedisServer:
+    def __init__(self, folder: Path, binary: str = "redis-server") -> None:
+        found = shutil.which(binary)
+        if found is None:
+            raise ConfigError(f"{binary} is not on the PATH: the drill cannot run its own Redis")
+        self._binary = found
+        self._folder = folder
+        self.port = free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start it (nothing if it runs) and wait until it accepts connections."""
+        if self.running:
+            return
+        self._folder.mkdir(parents=True, exist_ok=True)
+        argv = [
+            self._binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self._folder),
+            "--appendonly", "yes",
+            "--appendfsync", "always",
+            "--save", "",
+        ]  # fmt: skip
+        self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    raise ConfigError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """SIGKILL: the server dies as in a crash; the append-only file keeps every write."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._proc = None

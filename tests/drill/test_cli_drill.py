@@ -1,0 +1,55 @@
+"""``rill-executor drill`` from a shell: the report as JSON, the timeline as SVG, exit codes."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ..acceptance.cli import run
+from .test_drill import EXAMPLE, NAIVE
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_short_drill_reports_json_and_draws_its_timeline(tmp_path: Path) -> None:
+    picture = tmp_path / "drill.svg"
+    args = ["drill", "--command", EXAMPLE, "--store", f"sqlite:///{tmp_path / 'jobs.db'}"]
+    args += ["--duration", "8", "--rate", "1/2s", "--faults", "dup,redo,refused-callback"]
+    done = run(*args, "--lease", "2", "--seed", "4", "--svg", str(picture), "-o", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and report["seed"] == 4 and report["tasks"] > 0
+    assert {c["name"] for c in report["checks"]} >= {"every_task_succeeded", "audit_clean"}
+    root = ET.fromstring(picture.read_text())
+    assert (
+        root.tag.endswith("svg") and len(root.findall(".//{*}g[@class='task']")) == report["tasks"]
+    )
+
+
+def test_a_drill_that_finds_a_problem_exits_1(tmp_path: Path) -> None:
+    args = ["drill", "--command", NAIVE, "--duration", "6", "--rate", "1/1s", "--faults", "redo"]
+    done = run(*args, "--settle", "5", "--seed", "2", "-o", "json")
+    assert done.returncode == 1
+    assert json.loads(done.stderr)["error"]["type"] == "check_failed"
+    assert json.loads(done.stdout)["ok"] is False
+
+
+def test_an_unknown_fault_is_a_usage_error(tmp_path: Path) -> None:
+    done = run("drill", "--command", "true {port}", "--faults", "kill,meteor", "-o", "json")
+    assert done.returncode == 2 and "meteor" in done.stderr
+
+
+def test_a_drill_on_its_own_redis_restarts_it_and_checks_it_before_it_stops(
+    tmp_path: Path,
+) -> None:
+    args = ["drill", "--command", EXAMPLE, "--own-redis", "--logs", str(tmp_path)]
+    args += ["--duration", "8", "--rate", "1/2s", "--faults", "store-restart", "--seed", "3"]
+    done = run(*args, "--lease", "2", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [restarts] = [s for s in report["stats"] if s["kind"] == "store-restart"]
+    assert restarts["injected"] > restarts["skipped"]
+    assert {c["name"]: c["skipped"] for c in report["checks"]}["audit_clean"] is None
