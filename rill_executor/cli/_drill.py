@@ -3,8 +3,9 @@ and docs/drills.md). Exits 0 when every check holds, 1 when one fails."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -59,6 +60,18 @@ def _print(result: DrillResult) -> None:
     )
 
 
+def _workload(ref: str, seed: int) -> Any:
+    """The workload ``MODULE:NAME`` makes for ``seed``."""
+    module, _, name = ref.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise CliError(
+            f"--workload {ref!r}: {exc}; give MODULE:NAME, a function of the seed", ExitCode.USAGE
+        ) from exc
+    return factory(seed)
+
+
 @click.command()
 @click.option(
     "--command",
@@ -84,6 +97,15 @@ def _print(result: DrillResult) -> None:
 @click.option("--outputs", metavar="URL", default=None, help="The output store (RILL_OUTPUTS).")
 @click.option("-n", "--namespace", default="segments", show_default=True)
 @click.option("--handler", default="segment", show_default=True, help="The handler's name.")
+@click.option(
+    "--workload",
+    "workload_ref",
+    metavar="MODULE:NAME",
+    default=None,
+    help="Your own workload: a function of the seed returning one (e.g."
+    " examples.transcode.drill:workload); --namespace, --handler, --path,"
+    " --segments and --outputs-per-key are then the workload's.",
+)
 @click.option("--path", default="/segments", show_default=True, help="The task's resource path.")
 @click.option("--segments", type=click.IntRange(1, 1000), default=3, show_default=True,
               help="Tasks per execution.")  # fmt: skip
@@ -112,6 +134,7 @@ def drill(
     outputs: str | None,
     namespace: str,
     handler: str,
+    workload_ref: str | None,
     path: str,
     segments: int,
     outputs_per_key: int | None,
@@ -138,6 +161,7 @@ def drill(
             FaultKind,
             RedisServer,
             SegmentWorkload,
+            Workload,
             check,
             parse_rate,
             summarise,
@@ -162,10 +186,18 @@ def drill(
         redis.start()
         store = redis.url
     say = None if output == "json" else (lambda line: click.echo(line, err=True))
-    workload = SegmentWorkload(
-        seed=seed, path=path, segments=segments, namespace=namespace, handler=handler,
-        outputs_per_key=outputs_per_key,
-    )  # fmt: skip
+    workload: Workload = (
+        SegmentWorkload(
+            seed=seed,
+            path=path,
+            segments=segments,
+            namespace=namespace,
+            handler=handler,
+            outputs_per_key=outputs_per_key,
+        )
+        if workload_ref is None
+        else _workload(workload_ref, seed)
+    )
     config = DrillConfig(
         command=command, store=store, processes=processes, outputs=outputs, duration=duration,
         seed=seed, faults=kinds, every=parse_rate(rate), submit_every=submit_every,
@@ -175,7 +207,10 @@ def drill(
     try:
         record = FaultDrill(config, workload).run()
         checks = check(
-            record, namespace=namespace, outputs=outputs, outputs_per_key=outputs_per_key
+            record,
+            namespace=workload.namespace,
+            outputs=outputs,
+            outputs_per_key=workload.outputs_per_key,
         )
     finally:
         if redis is not None:

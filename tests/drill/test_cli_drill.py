@@ -42,6 +42,12 @@ def test_an_unknown_fault_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "meteor" in done.stderr
 
 
+@pytest.mark.parametrize("ref", ["examples.transcode.drill:nope", "no.such.module:workload", "x"])
+def test_a_workload_that_cannot_be_found_is_a_usage_error(ref: str) -> None:
+    done = run("drill", "--command", "true {port}", "--workload", ref, "-o", "json")
+    assert done.returncode == 2 and ref in json.loads(done.stderr)["error"]["message"]
+
+
 def test_a_drill_on_its_own_redis_restarts_it_and_checks_it_before_it_stops(
     tmp_path: Path,
 ) -> None:

@@ -11,6 +11,7 @@ time and the success rate per fault kind. ``rill-executor drill`` is the same fr
 """
 
 from ._checks import Check, check
+from ._dag_workload import DagWorkload, TaskKey
 from ._processes import ExecutorProcess
 from ._proxy import FaultProxy
 from ._record import DrillRecord, Injected
@@ -22,6 +23,7 @@ from ._workload import SegmentWorkload, Watched, Workload
 
 __all__ = [
     "Check",
+    "DagWorkload",
     "DrillConfig",
     "DrillRecord",
     "DrillResult",
@@ -35,6 +37,7 @@ __all__ = [
     "RedisServer",
     "SegmentWorkload",
     "StoreServer",
+    "TaskKey",
     "Watched",
     "Workload",
     "check",

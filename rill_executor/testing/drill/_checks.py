@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from rill_executor._errors import RillExecutorError
 from rill_executor._ledger import Ledger
 from rill_executor._records import AttemptOutcome, JobState, JobStatus
 
@@ -211,10 +212,11 @@ def _store_checks(
                 if body != committed
             )
         executions.extend(_unexplained(status, windows, rec.quiet))
-        if outputs_per_key is not None and len(status.outputs) != outputs_per_key:
-            outputs.append(
-                f"{key}: {len(status.outputs)} committed outputs, expected {outputs_per_key}"
-            )
+        expected = next((w.outputs for w in watched if w.outputs is not None), outputs_per_key)
+        if expected is not None and len(status.outputs) != expected:
+            outputs.append(f"{key}: {len(status.outputs)} committed outputs, expected {expected}")
+        if with_outputs:
+            outputs.extend(_unverified(ledger, status))
     dangling = [
         f"{key}: still processing after quiescence"
         for key, status in statuses.items()
@@ -230,11 +232,23 @@ def _store_checks(
     ours = {status.key for status in statuses.values()}
     broken = [f"{f.key}: {f.invariant}: {f.detail}" for f in audit.broken if f.key in ours]
     checks.append(_check("audit_clean", broken))
-    return checks + _output_checks(ledger, outputs, outputs_per_key, with_outputs)
+    counted = outputs_per_key is not None or any(w.outputs is not None for w in rec.watched)
+    return checks + _output_checks(ledger, outputs, counted, with_outputs)
+
+
+def _unverified(ledger: Ledger, status: JobStatus) -> list[str]:
+    """The committed outputs whose object in the bucket is not what the commit recorded."""
+    problems = []
+    for ref in status.outputs:
+        try:
+            ledger.verify(ref)
+        except RillExecutorError as exc:
+            problems.append(f"{status.key}: output {ref.name}: {exc}")
+    return problems
 
 
 def _output_checks(
-    ledger: Ledger, per_key: list[str], outputs_per_key: int | None, with_outputs: bool
+    ledger: Ledger, per_key: list[str], counted: bool, with_outputs: bool
 ) -> list[Check]:
     if not with_outputs:
         return [
@@ -245,7 +259,7 @@ def _output_checks(
     return [
         _check("orphans_collected", [f"{left} orphan outputs left after gc"] if left else []),
         _check("one_output_per_key", per_key)
-        if outputs_per_key is not None
+        if counted
         else _skip("one_output_per_key", "the workload names no output count"),
     ]
 

@@ -139,6 +139,7 @@ class FaultDrill:
                 self._submit(engine, front_url, None)
                 next_submit += cfg.submit_every
             self._run_timers(time.time())
+            self._watched.extend(self.workload.discover(engine))
             wake = min(
                 [next_submit, cfg.duration]
                 + ([planned[0].at] if planned else [])
@@ -178,7 +179,8 @@ class FaultDrill:
         cfg = self.config
         deadline = time.monotonic() + cfg.settle
         while time.monotonic() < deadline:
-            final = all(
+            self._watched.extend(self.workload.discover(engine))
+            final = self.workload.settled(engine) and all(
                 engine.task(w.execution_id, w.task_name).status.is_final for w in self._watched
             )
             last = max(

@@ -27,6 +27,7 @@ class Watched:
     task_name: str
     key: str  # the business key in the store
     handler: str | None = None  # the handler's name, when the store keys jobs by handler
+    outputs: int | None = None  # the output objects its job commits (None: the workload's)
 
 
 class Workload(Protocol):
@@ -47,6 +48,15 @@ class Workload(Protocol):
     ) -> list[Watched]:
         """Submit execution number ``serial`` (0, 1, …) dispatching to ``executor_url``;
         with ``timeout``, its tasks' timeline is that short and their work longer."""
+        ...
+
+    def discover(self, engine: EngineSimulator) -> list[Watched]:
+        """Tasks to watch that appeared since (a workflow's later tasks, foreach shards)."""
+        ...
+
+    def settled(self, engine: EngineSimulator) -> bool:
+        """Whether the engine is done with every execution submitted (a workflow's tasks
+        may still be waiting for their predecessors while every watched one is final)."""
         ...
 
 
@@ -106,3 +116,9 @@ class SegmentWorkload:
             )
             for t in tasks
         ]
+
+    def discover(self, engine: EngineSimulator) -> list[Watched]:
+        return []  # every task is known at submit
+
+    def settled(self, engine: EngineSimulator) -> bool:
+        return True
