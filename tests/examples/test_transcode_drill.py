@@ -48,7 +48,7 @@ def transcode_drill(
         duration=40.0,
         seed=11,
         faults=tuple(FaultKind(f) for f in faults),
-        every=3.0,
+        every=4.0,
         submit_every=1000.0,  # one workflow (and one more for each timeout fault)
         lease=2.0,
         settle=120.0,
