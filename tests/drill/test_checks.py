@@ -62,3 +62,31 @@ def test_one_dispatch_told_two_results_is_notified_twice_and_a_resent_result_is_
     assert {c.name for c in check(resent, namespace="segments") if not c.ok} == set()
     assert summarise(resent, []).repeated_callbacks == 1
     assert {c.name for c in check(doubled, namespace="segments") if not c.ok} == {"notified_once"}
+
+
+def test_a_failure_the_engine_retried_is_no_result_when_an_attempt_recorded_it(
+    tmp_path: Path,
+) -> None:
+    """A retryable failure told to the engine (status=FAILED) and then a success: the engine
+    applied both, but only the success is the key's result. The failure must be one an
+    attempt of the key recorded; an invented one is a stale callback."""
+    store = f"sqlite:///{tmp_path / 'jobs.db'}"
+    outage = "the store did not answer the register_output"
+    with Ledger(store, namespace="segments") as ledger:
+        first = ledger.claim("flaky")
+        assert isinstance(first, Claim)
+        first.fail(RuntimeError(outage), retryable=True)
+        second = ledger.claim("flaky")
+        assert isinstance(second, Claim)
+        second.commit(RESULT)
+    drilled = record(store, {"flaky": RESULT}, [])
+    told = replace(
+        drilled.callbacks[0],
+        query={**drilled.callbacks[0].query, "ts": "0", "status": "FAILED"},  # the try before
+        body_text=json.dumps({"error_code": "RuntimeError", "error_msg": outage}),
+    )
+    retried = replace(drilled, callbacks=[told, *drilled.callbacks])
+    invented = replace(told, body_text=json.dumps({"error_code": "X", "error_msg": "never"}))
+    made_up = replace(drilled, callbacks=[invented, *drilled.callbacks])
+    assert _failed(store, retried) - {"executions_explained"} == set()
+    assert _failed(store, made_up) - {"executions_explained"} == {"no_stale_callback"}

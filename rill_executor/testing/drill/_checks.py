@@ -72,6 +72,12 @@ def _applied(record: CallbackRecord) -> bool:
     return record.status_code == 200 and record.answer.get("result") == "ok"
 
 
+def _failure(record: CallbackRecord) -> bool:
+    """It reported a failure (``status`` other than SUCCESS): the engine's retry policy
+    takes it from there, so it is no result of the key."""
+    return record.query.get("status", "SUCCESS").upper() != "SUCCESS"
+
+
 def counted(record: CallbackRecord) -> bool:
     """A callback that got a final answer: applied, or refused as a duplicate. The drill's
     own lost and refused callbacks, and answers that invite a resend, are not counted.
@@ -117,8 +123,9 @@ def _engine_checks(rec: DrillRecord) -> list[Check]:
             continue
         dispatch = (*task, cb.query.get("ts", ""))
         body = json.dumps(_body(cb), sort_keys=True)
-        if _applied(cb):
+        if _applied(cb) and not _failure(cb):
             results[keys[task]].add(body)
+        if _applied(cb):
             took.add(dispatch)
         if counted(cb):
             per_dispatch[dispatch].add(body)
@@ -178,9 +185,10 @@ def _store_checks(
     for w in rec.watched:
         by_key[(w.key, w.handler)].append(w)
     applied: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    failed: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for cb in rec.callbacks:
         if _applied(cb):
-            applied[task_of(cb)].append(_body(cb))
+            (failed if _failure(cb) else applied)[task_of(cb)].append(_body(cb))
     windows = _windows(rec.faults)
     mismatched: list[str] = []
     stale: list[str] = []
@@ -211,6 +219,12 @@ def _store_checks(
                 for body in applied[(w.execution_id, w.task_name)]
                 if body != committed
             )
+            stale.extend(
+                f"{w.execution_id}/{w.task_name}: the engine applied the failure {body},"
+                " which no attempt of the key recorded"
+                for body in failed[(w.execution_id, w.task_name)]
+                if not _recorded_failure(status, body)
+            )
         executions.extend(_unexplained(status, windows, rec.quiet))
         expected = next((w.outputs for w in watched if w.outputs is not None), outputs_per_key)
         if expected is not None and len(status.outputs) != expected:
@@ -234,6 +248,18 @@ def _store_checks(
     checks.append(_check("audit_clean", broken))
     counted = outputs_per_key is not None or any(w.outputs is not None for w in rec.watched)
     return checks + _output_checks(ledger, outputs, counted, with_outputs)
+
+
+def _recorded_failure(status: JobStatus, body: Any) -> bool:
+    """A FAILED callback's error is one an attempt of the job ended with (at its own fence:
+    a fenced attempt's finish is refused, so it ends nothing)."""
+    if not isinstance(body, dict):
+        return False
+    code, message = str(body.get("error_code", "")), str(body.get("error_msg", ""))
+    return any(
+        a.error is not None and a.error.type[:200] == code and a.error.message.startswith(message)
+        for a in status.attempts
+    )
 
 
 def _unverified(ledger: Ledger, status: JobStatus) -> list[str]:
