@@ -94,13 +94,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def outputs(moto: MotoServer) -> str:
-    bucket = f"transcode-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=moto.endpoint).create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/outputs?endpoint_url={moto.endpoint}"
-
-
-@pytest.fixture
 def setup(store: str, outputs: str, moto: MotoServer) -> Iterator[Setup]:
     namespace = f"transcode-{uuid.uuid4().hex[:8]}"
     app = create_app(store, outputs, namespace=namespace, lease=3.0)

@@ -5,10 +5,8 @@ SQLite, PostgreSQL and a Redis the drill restarts; every check holds, outputs in
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
 from examples.transcode.drill import workload
@@ -21,8 +19,6 @@ from rill_executor.testing.drill import (
     check,
     summarise,
 )
-
-from ..adapters.s3.conftest import MotoServer
 
 pytestmark = pytest.mark.slow
 
@@ -59,13 +55,6 @@ def transcode_drill(
     result = summarise(record, check(record, namespace=work.namespace, outputs=outputs))
     print(result.model_dump_json(indent=1))  # the figures, with -s
     return result
-
-
-@pytest.fixture
-def outputs(moto: MotoServer) -> str:
-    bucket = f"drill-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=moto.endpoint).create_bucket(Bucket=bucket)
-    return f"s3://{bucket}/outputs?endpoint_url={moto.endpoint}"
 
 
 def assert_held(result: DrillResult) -> None:
