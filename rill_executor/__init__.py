@@ -4,7 +4,7 @@ Claim a business key atomically, fence every write of the attempt that owns it, 
 exactly one result, and answer what happened to any key. See the README and ``docs/``.
 """
 
-from ._claim import AsyncClaim, Claim
+from ._claim import AsyncClaim, Claim, current_async_claim, current_claim
 from ._duplicate_window import DuplicateWindow, RetryPolicy
 from ._errors import (
     ChecksumMismatch,
@@ -36,7 +36,6 @@ from ._errors import (
     UndecodableResult,
     UsageError,
 )
-from ._idempotent import current_async_claim, current_claim
 from ._keys import MAX_KEY_BYTES, fingerprint_of
 from ._ledger import AsyncClaimOutcome, AsyncLedger, ClaimOutcome, Ledger
 from ._outcomes import Conflict, InProgress, Replay, raise_for_outcome

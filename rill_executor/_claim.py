@@ -11,6 +11,7 @@ written. If the second send fails too, the outcome is not recorded and the error
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -23,12 +24,20 @@ from . import _telemetry as telemetry
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._config import Seconds
 from ._core import LedgerCore
-from ._errors import StaleAttempt, StoreUnavailable
+from ._errors import StaleAttempt, StoreUnavailable, UsageError
 from ._outputs import OutputStore
 from ._records import JobRow, JobState, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
-__all__ = ["AsyncClaim", "Claim", "resend_once", "resend_once_async"]
+__all__ = [
+    "AsyncClaim",
+    "Claim",
+    "current",
+    "current_async_claim",
+    "current_claim",
+    "resend_once",
+    "resend_once_async",
+]
 
 
 def resend_once(call: Callable[[], StoreAnswer]) -> tuple[StoreAnswer, bool]:
@@ -104,6 +113,29 @@ class _ClaimBase:
                 current_owner=None,
             )
 
+    def commit_of(
+        self,
+        result: Any,
+        *,
+        adapter: TypeAdapter[Any] | None = None,
+        source: str = "the handler",
+        expected: str = "its return annotation",
+    ) -> Completion:
+        """The commit of ``result`` (with every output put through this claim) as ``finish``
+        writes it, checked first: a result that cannot be stored, or does not validate as
+        ``adapter``'s type, raises a ``UsageError`` that names ``source`` and ``expected``
+        (what produced the result, what it should have been). Writes nothing."""
+        return self._core.success(
+            result, adapter, self._committed_outputs(), source=source, expected=expected
+        )
+
+    def failure_of(self, error: BaseException | str, *, retryable: bool) -> Completion:
+        """The failure ``finish`` writes for ``error``; writes nothing."""
+        return self._core.failure(error, retryable=retryable)
+
+    def _committed_outputs(self) -> str:
+        raise NotImplementedError
+
     def _unrecorded(self, operation: str, exc: StoreUnavailable) -> StoreUnavailable:
         return StoreUnavailable(
             f"{operation} by attempt {self.attempt_id} (fence {self.fence}) of key"
@@ -165,16 +197,22 @@ class Claim(_ClaimBase):
         ``adapter`` validates it as the type replays will read (see ``Replay.result``). A
         result that cannot be stored raises a ``UsageError`` and writes nothing: the claim
         is still yours to ``fail`` or commit again."""
-        self._finish(self._core.success(result, adapter, self.outputs.committed()), "commit")
+        self.finish(self.commit_of(result, adapter=adapter))
+
+    def _committed_outputs(self) -> str:
+        return self.outputs.committed()
 
     def _register_output(self, intent: str) -> None:
         self._accept(self._store.register_output(self._ref, intent), "output registration")
 
     def fail(self, error: BaseException | str, *, retryable: bool) -> None:
         """End the attempt as failed: retryable lets the next claim run the job again."""
-        self._finish(self._core.failure(error, retryable=retryable), "fail")
+        self.finish(self.failure_of(error, retryable=retryable))
 
-    def _finish(self, completion: Completion, operation: str) -> None:
+    def finish(self, completion: Completion) -> None:
+        """End the attempt with ``completion`` (from ``commit_of`` or ``failure_of``), fenced
+        like every write: ``StaleAttempt`` if another attempt owns the job."""
+        operation = _operation(completion)
         with telemetry.write_span(self, operation):
             try:
                 answer, _ = resend_once(lambda: self._store.finish(self._ref, completion))
@@ -240,16 +278,20 @@ class AsyncClaim(_ClaimBase):
         return self.lease_expires_at
 
     async def commit(self, result: Any, *, adapter: TypeAdapter[Any] | None = None) -> None:
-        await self._finish(self._core.success(result, adapter, self.outputs.committed()), "commit")
+        await self.finish(self.commit_of(result, adapter=adapter))
+
+    def _committed_outputs(self) -> str:
+        return self.outputs.committed()
 
     async def _register_output(self, intent: str) -> None:
         answer = await self._store.register_output(self._ref, intent)
         self._accept(answer, "output registration")
 
     async def fail(self, error: BaseException | str, *, retryable: bool) -> None:
-        await self._finish(self._core.failure(error, retryable=retryable), "fail")
+        await self.finish(self.failure_of(error, retryable=retryable))
 
-    async def _finish(self, completion: Completion, operation: str) -> None:
+    async def finish(self, completion: Completion) -> None:
+        operation = _operation(completion)
         with telemetry.write_span(self, operation):
             try:
                 answer, _ = await resend_once_async(
@@ -258,3 +300,29 @@ class AsyncClaim(_ClaimBase):
             except StoreUnavailable as exc:
                 raise self._unrecorded(operation, exc) from exc
             self._accept(answer, operation, completion)
+
+
+def _operation(completion: Completion) -> str:
+    return "commit" if completion.state is JobState.SUCCEEDED else "fail"
+
+
+# The claim of the handler running in this context; set by the ledger around the handler.
+current: contextvars.ContextVar[Claim | AsyncClaim] = contextvars.ContextVar("rill_claim")
+
+
+def current_claim() -> Claim:
+    """The ``Claim`` of the ``idempotent`` handler running in this context."""
+    claim = current.get(None)
+    if not isinstance(claim, Claim):
+        raise UsageError("current_claim() is only available inside a sync idempotent handler")
+    return claim
+
+
+def current_async_claim() -> AsyncClaim:
+    """The ``AsyncClaim`` of the ``idempotent`` async handler running in this task."""
+    claim = current.get(None)
+    if not isinstance(claim, AsyncClaim):
+        raise UsageError(
+            "current_async_claim() is only available inside an async idempotent handler"
+        )
+    return claim

@@ -7,7 +7,6 @@ step in ``_step``, driven by the ledger twins.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import inspect
 import os
@@ -15,11 +14,10 @@ import threading
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
-from ._claim import AsyncClaim, Claim
 from ._codec import adapter_for, type_name
 from ._config import LedgerConfig, Seconds, to_us
 from ._errors import ConfigError, InvalidKey, TerminalError, UsageError
@@ -33,14 +31,16 @@ __all__ = [
     "IdempotentOptions",
     "IdempotentSpec",
     "Origin",
-    "current",
-    "current_async_claim",
-    "current_claim",
     "stored_key",
 ]
 
-# The claim of the handler running in this context; set by the ledger around the handler.
-current: contextvars.ContextVar[Claim | AsyncClaim] = contextvars.ContextVar("rill_claim")
+
+class Committing(Protocol):
+    """A claim, as far as a spec needs it: the commit of a result under it."""
+
+    def commit_of(
+        self, result: Any, *, adapter: Any = None, source: str = ..., expected: str = ...
+    ) -> Completion: ...
 
 
 HANDLER_NAME = "__rill_handler__"  # the attribute a decorated function carries its name in
@@ -58,24 +58,6 @@ def stored_key(key: str, handler: Handler | None) -> str:
             " or its name"
         )
     return handler_key(name, key)
-
-
-def current_claim() -> Claim:
-    """The ``Claim`` of the ``idempotent`` handler running in this context."""
-    claim = current.get(None)
-    if not isinstance(claim, Claim):
-        raise UsageError("current_claim() is only available inside a sync idempotent handler")
-    return claim
-
-
-def current_async_claim() -> AsyncClaim:
-    """The ``AsyncClaim`` of the ``idempotent`` async handler running in this task."""
-    claim = current.get(None)
-    if not isinstance(claim, AsyncClaim):
-        raise UsageError(
-            "current_async_claim() is only available inside an async idempotent handler"
-        )
-    return claim
 
 
 def default_name(fn: Callable[..., Any]) -> str:
@@ -241,15 +223,11 @@ class IdempotentSpec:
                 " pydantic model, a dataclass, a TypedDict or plain JSON types"
             ) from exc
 
-    def completion_of(self, claim: Claim | AsyncClaim, result: Any) -> Completion:
-        """The commit of ``result``, checked to replay as the return type (raises a
-        ``UsageError`` for a result that cannot be stored)."""
-        return claim._core.success(
-            result,
-            self.adapter,
-            claim.outputs.committed(),
-            source=f"handler {self.name}",
-            expected=self.return_name,
+    def completion_of(self, claim: Committing, result: Any) -> Completion:
+        """The commit of ``result`` under ``claim``, checked to replay as the return type
+        (raises a ``UsageError`` for a result that cannot be stored)."""
+        return claim.commit_of(
+            result, adapter=self.adapter, source=f"handler {self.name}", expected=self.return_name
         )
 
     def is_terminal(self, exc: BaseException) -> bool:

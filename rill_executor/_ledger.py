@@ -19,6 +19,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast
 from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
+from ._claim import current as current_claim
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
@@ -34,8 +35,8 @@ from ._idempotent import (
     IdempotentOptions,
     IdempotentSpec,
     Origin,
+    stored_key,
 )
-from ._idempotent import current as current_claim
 from ._listing import JobList
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
@@ -153,25 +154,33 @@ class _LedgerBase(Generic[S]):
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
             self._accepts(fn)
-            spec = self._spec(fn, options)
+            spec = self.spec(fn, options)
             wrapper = functools.wraps(fn)(self._wrap(spec))
             setattr(wrapper, HANDLER_NAME, spec.name)
             return cast(Callable[P, R], wrapper)
 
         return decorate
 
-    def _spec(
+    def spec(
         self,
         fn: Callable[..., Any],
         options: IdempotentOptions,
+        *,
         origin: Callable[..., Any] | None = None,
     ) -> IdempotentSpec:
-        """The spec of handler ``fn``, its name taken on this ledger; ``origin`` is the
-        function the user wrote, when ``fn`` wraps it."""
+        """The spec of handler ``fn`` under ``options`` (what ``idempotent`` takes), its name
+        taken on this ledger as ``idempotent`` takes it; ``origin`` is the function the user
+        wrote, when ``fn`` wraps it (an integration's adapter of the engine's arguments).
+        Run it with ``AsyncLedger.run`` / ``run_claimed``."""
         spec = IdempotentSpec.build(fn, options, self.config)
         if options.name is None:
             self._names.take(spec.name, Origin.of(origin or fn))
         return spec
+
+    def job_id(self, key: str, *, handler: Handler | None = None) -> str:
+        """The store's id of the job of ``key`` (``handler``'s job, as ``status`` takes
+        it): the folder its outputs are written under, the id the reports name."""
+        return self._core.job_id(stored_key(key, handler))
 
     def _accepts(self, fn: Callable[..., Any]) -> None:
         """Refuse, with ``ConfigError``, a handler this ledger cannot run."""
@@ -371,7 +380,7 @@ class Ledger(_LedgerBase[Store]):
             threaded = self._threaded
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                return await threaded._call(spec, args, kwargs)
+                return await threaded.run(spec, args, kwargs)
 
             return async_wrapper
 
@@ -394,7 +403,7 @@ class Ledger(_LedgerBase[Store]):
             case Own(row):
                 return Claim(self._core, self.store, row, self.outputs)
             case Run(claim, spec, args, kwargs):
-                token = current_claim.set(claim)
+                token = current_claim.set(cast(Claim, claim))
                 try:
                     if spec.heartbeat is None:
                         return spec.fn(*args, **kwargs)
@@ -402,8 +411,8 @@ class Ledger(_LedgerBase[Store]):
                         return spec.fn(*args, **kwargs)
                 finally:
                     current_claim.reset(token)
-            case Finish(claim, completion, operation):
-                return cast(Claim, claim)._finish(completion, operation)
+            case Finish(claim, completion):
+                return cast(Claim, claim).finish(completion)
             case Renew(claim):
                 return cast(Claim, claim).heartbeat()
             case Sleep(seconds):
@@ -562,17 +571,28 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
 
     def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return await self._call(spec, args, kwargs)
+            return await self.run(spec, args, kwargs)
 
         return wrapper
 
-    async def _call(
-        self, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any], **options: Any
+    async def run(
+        self,
+        spec: IdempotentSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any] | None = None,
+        *,
+        attempt_id: str | None = None,
+        origin: Any = None,
+        lease: Seconds | None = None,
     ) -> Any:
-        """A decorated call; ``options`` (attempt id, origin) go to every claim it makes."""
-        return await drive_async(call(self._core, spec, args, kwargs, options), self._perform)
+        """Call ``spec``'s handler with ``args`` as its decorated function does (claim,
+        run, commit; a duplicate replays), every claim it makes taking ``attempt_id``,
+        ``origin`` and ``lease`` as ``claim`` does: what an integration uses to run a
+        handler for a dispatch it has an id and an origin for."""
+        options = {"attempt_id": attempt_id, "origin": origin, "lease": lease}
+        return await drive_async(call(self._core, spec, args, kwargs or {}, options), self._perform)
 
-    async def _run_claimed(
+    async def run_claimed(
         self,
         spec: IdempotentSpec,
         claim: AsyncClaim,
@@ -581,11 +601,28 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         *,
         persist: bool = False,
     ) -> Any:
-        """The handler under a claim already made, as a decorated call runs it; ``run``
-        is the span the claim was made under, if the caller opened one. ``persist``: a
-        finish that does not reach the store is tried again while the lease lasts."""
+        """Run ``spec``'s handler under ``claim``, a claim this caller was granted, as a
+        decorated call runs it (heartbeat, commit or recorded failure); ``run`` is the
+        span the claim was made under, if the caller opened one. ``persist``: a finish that
+        does not reach the store is tried again while the lease lasts (a run nobody waits
+        on)."""
         return await drive_async(
             resumed(self._core, spec, claim, args, run, persist), self._perform
+        )
+
+    def resume(self, key: str, *, job_id: str, attempt_id: str, fence: int) -> AsyncClaim:
+        """The claim of attempt ``attempt_id`` at ``fence`` of ``key``'s job, known by
+        reference only (a completion token's): no store call; every write through it is
+        fenced as usual, so a superseded attempt writes nothing. Its lease, until its first
+        heartbeat, is taken as this ledger's default."""
+        return AsyncClaim.resume(
+            self._core,
+            self.store,
+            job_id=job_id,
+            key=key,
+            attempt_id=attempt_id,
+            fence=fence,
+            outputs=self.outputs,
         )
 
     async def _perform(self, action: Action) -> Any:
@@ -596,8 +633,8 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
                 return AsyncClaim(self._core, self.store, row, self.outputs)
             case Run(claim, spec, args, kwargs):
                 return await self._run_handler(cast(AsyncClaim, claim), spec, args, kwargs)
-            case Finish(claim, completion, operation):
-                return await cast(AsyncClaim, claim)._finish(completion, operation)
+            case Finish(claim, completion):
+                return await cast(AsyncClaim, claim).finish(completion)
             case Renew(claim):
                 return await cast(AsyncClaim, claim).heartbeat()
             case Sleep(seconds):

@@ -15,10 +15,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from . import _telemetry as telemetry
-from ._claim import AsyncClaim, Claim
 from ._core import LedgerCore
 from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
 from ._idempotent import IdempotentSpec
@@ -46,7 +45,24 @@ __all__ = [
     "running",
 ]
 
-AnyClaim = Claim | AsyncClaim
+
+class AnyClaim(Protocol):
+    """What a step needs of a claim (a ``Claim`` or an ``AsyncClaim``): it never writes
+    through one itself, it yields the write for its driver."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def attempt_id(self) -> str: ...
+    @property
+    def fence(self) -> int: ...
+    def lease_left(self) -> float: ...
+    def commit_of(
+        self, result: Any, *, adapter: Any = None, source: str = ..., expected: str = ...
+    ) -> Completion: ...
+    def failure_of(self, error: BaseException | str, *, retryable: bool) -> Completion: ...
+
+
 log = logging.getLogger("rill_executor")
 
 
@@ -80,7 +96,6 @@ class Finish:
 
     claim: AnyClaim
     completion: Completion
-    operation: str  # "commit" or "fail", for the error that says it was refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +267,7 @@ def _finishing(claim: AnyClaim, completion: Completion, operation: str, persist:
     nobody waits on (``persist``) instead tries again, renewing its lease between tries,
     until the lease runs out: a finish written late is still the only one (it is fenced)."""
     try:
-        yield Finish(claim, completion, operation)
+        yield Finish(claim, completion)
         return
     except StoreUnavailable as exc:
         if not persist:
@@ -273,7 +288,7 @@ def _finishing(claim: AnyClaim, completion: Completion, operation: str, persist:
         delay, tries = min(delay * 2, 2.0), tries + 1
         try:
             yield Renew(claim)  # keeps the lease while the store flaps
-            yield Finish(claim, completion, operation)
+            yield Finish(claim, completion)
         except StoreUnavailable:
             continue
         log.warning(
@@ -301,7 +316,7 @@ def _failing(
 ) -> Step:
     """Record ``exc`` as the attempt's failure; a failure to record it is noted on ``exc``."""
     try:
-        yield from _finishing(claim, claim._core.failure(exc, retryable=retryable), "fail", persist)
+        yield from _finishing(claim, claim.failure_of(exc, retryable=retryable), "fail", persist)
     except RillExecutorError as problem:
         exc.add_note(f"rill-executor: this failure could not be recorded: {problem}")
         return

@@ -36,7 +36,6 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic_core import to_jsonable_python
 
-from .. import _telemetry as telemetry
 from .._claim import AsyncClaim
 from .._config import Seconds, to_us
 from .._errors import (
@@ -47,10 +46,10 @@ from .._errors import (
     StoreError,
     UsageError,
 )
-from .._idempotent import IdempotentOptions, IdempotentSpec
 from .._ledger import AsyncLedger
 from .._notices import Watch
 from .._outcomes import Conflict, InProgress
+from ..integration import IdempotentOptions, IdempotentSpec, RunSpan
 from . import _tracing as tracing
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import output_of
@@ -162,7 +161,7 @@ class RillFlowExecutor:
             )
 
             def spec_of(call: Callable[..., Any]) -> IdempotentSpec:
-                return self.ledger._spec(call, options, origin=fn)
+                return self.ledger.spec(call, options, origin=fn)
 
             task = Task(fn, spec_of)
             self._tasks[task.spec.name] = task
@@ -220,7 +219,7 @@ class RillFlowExecutor:
         """The sync pattern: the task's output, or a failure the engine will retry."""
         args = (payload, dispatch)
         try:
-            result = await self.ledger._call(
+            result = await self.ledger.run(
                 task.spec,
                 args,
                 {},
@@ -242,7 +241,7 @@ class RillFlowExecutor:
         assert dispatch.callback_url is not None  # parse_dispatch checked it
         key, fingerprint, version = identity
         # The run's span is the attempt's: the claim keeps it, the handler's task ends it.
-        run = telemetry.RunSpan(task.spec.name, self.ledger.namespace, key)
+        run = RunSpan(task.spec.name, self.ledger.namespace, key)
         try:
             with run.meanwhile():
                 outcome = await self.ledger.claim(
@@ -277,16 +276,14 @@ class RillFlowExecutor:
             state = "replayed"
         return JSONResponse({"result_type": "SUCCESS", "state": state, "key": key})
 
-    def _start(
-        self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: telemetry.RunSpan
-    ) -> None:
+    def _start(self, task: Task, claim: AsyncClaim, args: tuple[Any, ...], span: RunSpan) -> None:
         async def run() -> None:
             # A failure is recorded as the attempt's outcome and reported by the callback; a
             # finish the store did not take is tried while the lease lasts, then logged,
             # and the job is re-driven once its lapse is noticed.
             with contextlib.suppress(Exception):
                 try:
-                    await self.ledger._run_claimed(task.spec, claim, args, span, persist=True)
+                    await self.ledger.run_claimed(task.spec, claim, args, span, persist=True)
                 except HandedOff:
                     await self._handoffs.handed_off(claim)
             self.deliverer.wake()
@@ -304,7 +301,7 @@ class RillFlowExecutor:
         payload = task.payload(dispatch)
         if task.spec.identity((payload, dispatch), {})[0] != claim.key:
             return False  # the handler's key function changed since: not this job
-        run = telemetry.RunSpan(task.spec.name, self.ledger.namespace, claim.key)
+        run = RunSpan(task.spec.name, self.ledger.namespace, claim.key)
         run.claimed(claim)
         self._start(task, claim, (payload, dispatch), run)
         return True

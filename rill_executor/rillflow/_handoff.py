@@ -21,11 +21,11 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .. import current_async_claim
 from .._claim import AsyncClaim
 from .._config import Seconds, to_us
 from .._errors import ConfigError, StaleAttempt, StoreError, UsageError
 from .._events import TOKEN_REFUSED
-from .._idempotent import current
 from .._ledger import AsyncLedger
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import body_text, output_of, too_large
@@ -120,9 +120,9 @@ class HandOffs:
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
         """See ``RillFlowExecutor.hand_off``."""
         running = running_now.get(None)
-        claim = current.get(None)
-        if running is None or not isinstance(claim, AsyncClaim):
+        if running is None:
             raise UsageError("hand_off() is only available inside a handler mounted with task()")
+        claim = current_async_claim()
         if self.problem is not None:
             raise self.problem
         if self.tokens is None:
@@ -229,14 +229,8 @@ class HandOffs:
             log.warning("refused token not recorded for %r: %s", claims.key, exc)
 
     def _resumed(self, claims: TokenClaims) -> AsyncClaim:
-        return AsyncClaim.resume(
-            self.ledger._core,
-            self.ledger.store,
-            job_id=claims.job_id,
-            key=claims.key,
-            attempt_id=claims.attempt_id,
-            fence=claims.fence,
-            outputs=self.ledger.outputs,
+        return self.ledger.resume(
+            claims.key, job_id=claims.job_id, attempt_id=claims.attempt_id, fence=claims.fence
         )
 
     async def _body(self, request: Request, limit: int) -> bytes | JSONResponse:
@@ -293,7 +287,7 @@ class HandOffs:
         except (UsageError, CallbackTooLarge) as exc:
             await claim.fail(exc, retryable=False)
             raise
-        await claim._finish(completion, "commit")
+        await claim.finish(completion)
 
     async def _heartbeat(self, authorization: str | None, request: Request) -> JSONResponse:
         """Extend the lease by ``lease`` seconds, or by the token's remaining time."""

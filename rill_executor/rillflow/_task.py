@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .._codec import adapter_for, encode_result
 from .._errors import HandedOff, RillExecutorError, TerminalError, UsageError
-from .._idempotent import IdempotentSpec
+from ..integration import IdempotentSpec
 from ._callbacks import body_text, output_of, too_large
 from ._dispatch import BadDispatch, Dispatch
 

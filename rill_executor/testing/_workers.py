@@ -18,8 +18,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from .. import current_async_claim, current_claim
 from .._errors import JobInProgress, StaleAttempt
-from .._idempotent import current_async_claim, current_claim
 from .._ledger import AsyncLedger, Ledger
 
 

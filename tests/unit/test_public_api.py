@@ -1,6 +1,7 @@
 """The curated public names are a contract: adding or removing one is a decision."""
 
 import rill_executor
+import rill_executor.integration
 import rill_executor.outputs
 import rill_executor.reports
 import rill_executor.store
@@ -76,6 +77,12 @@ def test_public_names_are_pinned() -> None:
         "OutputStoreError",
         "StoredObject",
         "open_output_store",
+    ]
+    assert sorted(rill_executor.integration.__all__) == [
+        "Completion",
+        "IdempotentOptions",
+        "IdempotentSpec",
+        "RunSpan",
     ]
     assert sorted(rill_executor.reports.__all__) == [
         "AttemptInfo",

@@ -8,9 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..._claim import AsyncClaim
+from ... import current_async_claim, current_claim
 from ..._errors import StoreUnavailable
-from ..._idempotent import current
 from ..._records import JobStatus
 from .._driver import LedgerDriver
 
@@ -139,8 +138,7 @@ class _LosingReplies:
 def _put_output(driver: LedgerDriver, name: str, data: bytes) -> Any:
     """Register and write an output from inside a decorated handler, on either twin (an
     async twin's handler runs in a worker thread of the driver's loop)."""
-    claim = current.get()
-    if isinstance(claim, AsyncClaim):
+    if driver.is_async:
         assert driver._portal is not None
-        return driver._portal.call(claim.outputs.put(name, data))
-    return claim.outputs.put(name, data)
+        return driver._portal.call(current_async_claim().outputs.put(name, data))
+    return current_claim().outputs.put(name, data)

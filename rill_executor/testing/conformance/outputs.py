@@ -79,7 +79,7 @@ class Outputs(KitBase):
         failed = ledger.claim("other")
         abandoned = failed.outputs.put("out.mp4", b"failed attempt")
         failed.fail("boom", retryable=True)
-        stray = f"{namespace}/{ledger.ledger._core.job_id('k')}/nobody/stray.bin"
+        stray = f"{namespace}/{ledger.ledger.job_id('k')}/nobody/stray.bin"
         outputs.put(stray, b"written by no attempt")  # unknown: reported, never deleted
         in_flight = ledger.claim("running")
         flying = in_flight.outputs.put("partial.mp4", b"still being written")
@@ -146,7 +146,7 @@ class Outputs(KitBase):
         name = transcode.__rill_handler__  # type: ignore[attr-defined]
         for handler in (transcode, name):
             audit = ledger.audit("seg-1", handler=handler)
-            assert audit.job_id == ledger.ledger._core.job_id(f"{name}/seg-1")
+            assert audit.job_id == ledger.ledger.job_id(f"{name}/seg-1")
             assert [(e.key, e.state) for e in audit.entries] == [
                 (refs[0].key, ObjectState.COMMITTED)
             ]
@@ -179,7 +179,7 @@ class Outputs(KitBase):
         ledger = driver.ledger(namespace, lease=30, outputs=outputs)
         claim = ledger.claim("k", attempt_id="dispatch-1")
         ref = claim.outputs.put("out.mp4", b"bytes")
-        digest = ledger.ledger._core.job_id("k")
+        digest = ledger.ledger.job_id("k")
         assert ref.key == f"{namespace}/{digest}/{_store_id(driver)}/dispatch-1/out.mp4"
 
     def test_collection_never_deletes_what_this_store_cannot_account_for(
@@ -195,7 +195,7 @@ class Outputs(KitBase):
         winner = ledger.claim("k", attempt_id="dispatch-2")
         committed = winner.outputs.put("out.mp4", b"ours, committed")
         winner.commit("ok")
-        core, other = ledger.ledger._core, uuid.uuid4().hex
+        core, other = ledger.ledger, uuid.uuid4().hex
         foreign = [
             f"{namespace}/{core.job_id('k')}/{other}/dispatch-1/out.mp4",
             f"{namespace}/{core.job_id('k')}/{other}/dispatch-2/out.mp4",
