@@ -3,10 +3,29 @@
 dispatch by ``AsyncLedger.run`` (with the dispatch's attempt id and origin) or under a claim
 already granted by ``AsyncLedger.run_claimed``; the ``RunSpan`` a run is traced under; a
 claim known by reference only, from ``AsyncLedger.resume``, ended with ``finish`` of a
-``commit_of`` / ``failure_of`` the integration checked first."""
+``commit_of`` / ``failure_of`` the integration checked first. Also the parts an integration
+shares with the ledger: durations (``Seconds``, ``to_us``), the result codec
+(``adapter_for``, ``encode_result``), the text check (``printable``) and the telemetry
+scope (``tracer``, ``meter``, ``Scope``)."""
 
+from ._codec import adapter_for, encode_result
+from ._config import Seconds, to_us
 from ._idempotent import IdempotentOptions, IdempotentSpec
 from ._store import Completion
-from ._telemetry import RunSpan
+from ._telemetry import RunSpan, Scope, meter, tracer
+from ._text import printable
 
-__all__ = ["Completion", "IdempotentOptions", "IdempotentSpec", "RunSpan"]
+__all__ = [
+    "Completion",
+    "IdempotentOptions",
+    "IdempotentSpec",
+    "RunSpan",
+    "Scope",
+    "Seconds",
+    "adapter_for",
+    "encode_result",
+    "meter",
+    "printable",
+    "to_us",
+    "tracer",
+]

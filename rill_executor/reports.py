@@ -1,12 +1,15 @@
 """What the ledger reports: the parts of a job's status (``JobStatus``), a page of a
 namespace's jobs, and the reports of its audit (``drill``), of purging and of orphan
-collection."""
+collection; what tells a resolution (``is_resolution``, ``default_actor``, ``NO_RESULT``
+for ``resolve`` without a result) and a refused token (``TOKEN_REFUSED``) on a record."""
 
 from ._drill import DrillFinding, DrillReport
+from ._events import TOKEN_REFUSED
 from ._housekeeping import AuditEntry, CollectReport, ObjectState, OutputAudit
 from ._listing import JobList, JobSummary
 from ._purge import PurgeReport
 from ._records import AttemptInfo, ErrorInfo, EventInfo, NoticeInfo, OutputInfo, OwnerInfo
+from ._resolution import NO_RESULT, default_actor, is_resolution
 
 __all__ = [
     "AttemptInfo",
@@ -23,5 +26,9 @@ __all__ = [
     "OutputAudit",
     "OutputInfo",
     "OwnerInfo",
+    "NO_RESULT",
     "PurgeReport",
+    "TOKEN_REFUSED",
+    "default_actor",
+    "is_resolution",
 ]

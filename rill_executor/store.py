@@ -33,6 +33,7 @@ from ._errors import (
     UsageError,
 )
 from ._events import MAX_EVENTS, appended_event
+from ._keys import validate_store_id
 from ._listing import check_cursor, dangling, listed
 from ._memory import AsyncMemoryStore, MemoryStore
 from ._notices import (
@@ -59,6 +60,7 @@ from ._purge import (
     purge_verdict,
 )
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from ._registry import upgrade_schema
 from ._resolution import (
     ResolveAction,
     ResolveRefusal,
@@ -97,6 +99,8 @@ __all__ = [
     "MemoryStore",
     "ThreadedAsyncStore",
     "Watch",
+    "upgrade_schema",
+    "validate_store_id",
     "MAX_EVENTS",
     "AsyncPingable",
     "AsyncStatusLister",

@@ -10,8 +10,8 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from .._drill import DrillReport
-from .._ledger import Ledger
+from .. import Ledger
+from ..reports import DrillReport
 from ._exit import CliError, ExitCode
 from ._options import job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table, when

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from .._ledger import Ledger
+from .. import Ledger
 from ._measure import BenchReport, run_bench
 from ._options import duration_option, output_option, refuse_missing_file, store_option
 from ._output import console, echo_json, table

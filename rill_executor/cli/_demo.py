@@ -10,10 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .._claim import Claim
-from .._errors import JobInProgress, StaleAttempt
-from .._ledger import Ledger
-from .._records import JobStatus
+from .. import Claim, JobInProgress, JobStatus, Ledger, StaleAttempt
 
 __all__ = ["run_demo"]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._errors import ConfigError
+from .. import ConfigError
 from ._exit import CliError, ExitCode
 from ._options import output_option
 from ._output import console, echo_json, styled, table

@@ -16,9 +16,9 @@ from typing import Any
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from .._housekeeping import CollectReport
-from .._ledger import Ledger
-from .._purge import MAX_PURGE_BATCH, PurgeReport
+from .. import Ledger
+from ..limits import MAX_PURGE_BATCH
+from ..reports import CollectReport, PurgeReport
 from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json
 

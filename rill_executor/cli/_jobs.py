@@ -11,10 +11,8 @@ from typing import Any
 
 import click
 
-from .._ledger import Ledger
-from .._listing import JobSummary
-from .._records import JobState, JobStatus
-from .._resolution import is_resolution
+from .. import JobState, JobStatus, Ledger
+from ..reports import JobSummary, is_resolution
 from ._exit import CliError, ExitCode
 from ._options import duration_option, job_options, nothing_found, open_ledger
 from ._output import (

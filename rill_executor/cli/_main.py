@@ -13,7 +13,7 @@ from typing import Any, NoReturn, TextIO
 
 import click
 
-from .._errors import (
+from .. import (
     ConfigError,
     OutcomeError,
     RillExecutorError,

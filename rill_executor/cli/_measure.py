@@ -30,11 +30,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .._claim import Claim
-from .._errors import StoreProtocolError, UsageError
-from .._ledger import Ledger
-from .._outcomes import Replay
-from .._store import Pingable
+from .. import Claim, Ledger, Replay, StoreProtocolError, UsageError
+from ..store import Pingable
 
 __all__ = ["MEASURES", "BenchReport", "Figure", "figures", "percentile", "run_bench"]
 

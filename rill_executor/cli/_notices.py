@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from .._ledger import AsyncLedger, Ledger
+from .. import AsyncLedger, Ledger
 from ._exit import CliError, ExitCode
 from ._options import duration_option, job_options, nothing_found, refuse_missing_file
 from ._output import console, echo_json, styled, table

@@ -12,8 +12,7 @@ from urllib.parse import unquote, urlsplit
 
 import click
 
-from .._errors import RillExecutorError
-from .._ledger import Ledger
+from .. import Ledger, RillExecutorError
 from ._exit import CliError, ExitCode
 
 __all__ = [

@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._listing import JobSummary
-from .._records import AttemptInfo, EventInfo, JobState, JobStatus, NoticeInfo
+from .. import JobState, JobStatus
+from ..reports import AttemptInfo, EventInfo, JobSummary, NoticeInfo
 
 __all__ = [
     "attempt_details",

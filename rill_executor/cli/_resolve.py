@@ -8,10 +8,8 @@ from typing import Any
 
 import click
 
-from .._errors import ResolutionRefused
-from .._ledger import Ledger
-from .._records import JobState, JobStatus
-from .._resolution import NO_RESULT, default_actor
+from .. import JobState, JobStatus, Ledger, ResolutionRefused
+from ..reports import NO_RESULT, default_actor
 from ._exit import CliError, ExitCode
 from ._jobs import found_job, handler_option
 from ._options import job_options, open_ledger

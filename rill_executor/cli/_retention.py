@@ -14,8 +14,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from .._duplicate_window import DuplicateWindow, RetryPolicy
-from .._ledger import Ledger
+from .. import DuplicateWindow, Ledger, RetryPolicy
 from ._exit import CliError, ExitCode
 from ._options import duration_option, open_ledger, output_option
 from ._output import console, echo_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._registry import upgrade_schema
+from ..store import upgrade_schema
 
 __all__ = ["schema"]
 

@@ -17,15 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from .._records import (
-    AttemptInfo,
-    AttemptOutcome,
-    EventInfo,
-    JobState,
-    JobStatus,
-    NoticeInfo,
-    OwnerInfo,
-)
+from .. import AttemptOutcome, JobState, JobStatus
+from ..reports import AttemptInfo, EventInfo, NoticeInfo, OwnerInfo
 from . import _svg as svg
 from ._svg import el, label, titled
 

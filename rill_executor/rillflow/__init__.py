@@ -18,7 +18,7 @@ Needs the ``rillflow`` extra (FastAPI, httpx)::
 See ``docs/rillflow.md``.
 """
 
-from .._errors import HandedOff
+from .. import HandedOff
 from ._callbacks import MAX_CALLBACK_CHARS, Callback, CallbackClass, callback_for, classify
 from ._deliverer import Deliverer, Delivery
 from ._dispatch import BadDispatch, Dispatch, parse_dispatch

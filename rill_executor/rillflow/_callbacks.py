@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._notices import NoticeStatus
-from .._records import ErrorInfo, JobState, NoticeInfo
+from .. import JobState
+from ..reports import ErrorInfo, NoticeInfo
+from ..store import NoticeStatus
 
 __all__ = [
     "MAX_CALLBACK_CHARS",

@@ -23,11 +23,9 @@ from datetime import timedelta
 
 import httpx
 
-from .._config import Seconds, to_us
-from .._errors import RillExecutorError, StoreError
-from .._ledger import AsyncLedger
-from .._notices import DueNotice, NoticeStatus
-from .._records import JobState
+from .. import AsyncLedger, JobState, RillExecutorError, StoreError
+from ..integration import Seconds, to_us
+from ..store import DueNotice, NoticeStatus
 from . import _tracing as tracing
 from ._callbacks import (
     Callback,

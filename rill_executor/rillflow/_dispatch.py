@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .._errors import UsageError
-from .._text import printable
+from .. import UsageError
+from ..integration import printable
 
 __all__ = ["MAX_DISPATCH_BYTES", "BadDispatch", "Dispatch", "parse_dispatch"]
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
-from .._errors import ConfigError
+from .. import ConfigError
 
 __all__ = ["Engines"]
 

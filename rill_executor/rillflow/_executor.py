@@ -36,20 +36,20 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic_core import to_jsonable_python
 
-from .._claim import AsyncClaim
-from .._config import Seconds, to_us
-from .._errors import (
+from .. import (
+    AsyncClaim,
+    AsyncLedger,
     ConfigError,
+    Conflict,
     HandedOff,
+    InProgress,
     KeyConflict,
     RillExecutorError,
     StoreError,
     UsageError,
 )
-from .._ledger import AsyncLedger
-from .._notices import Watch
-from .._outcomes import Conflict, InProgress
-from ..integration import IdempotentOptions, IdempotentSpec, RunSpan
+from ..integration import IdempotentOptions, IdempotentSpec, RunSpan, Seconds, to_us
+from ..store import Watch
 from . import _tracing as tracing
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import output_of

@@ -21,12 +21,17 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .. import current_async_claim
-from .._claim import AsyncClaim
-from .._config import Seconds, to_us
-from .._errors import ConfigError, StaleAttempt, StoreError, UsageError
-from .._events import TOKEN_REFUSED
-from .._ledger import AsyncLedger
+from .. import (
+    AsyncClaim,
+    AsyncLedger,
+    ConfigError,
+    StaleAttempt,
+    StoreError,
+    UsageError,
+    current_async_claim,
+)
+from ..integration import Seconds, to_us
+from ..reports import TOKEN_REFUSED
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import body_text, output_of, too_large
 from ._deliverer import Deliverer

@@ -30,11 +30,8 @@ from typing import Any
 
 from pydantic_core import to_json
 
-from .._claim import AsyncClaim
-from .._errors import RillExecutorError
-from .._ledger import AsyncLedger
-from .._notices import DueNotice
-from .._records import JobState, JobStatus
+from .. import AsyncClaim, AsyncLedger, JobState, JobStatus, RillExecutorError
+from ..store import DueNotice
 from ._dispatch import Dispatch
 
 __all__ = ["MAX_KEPT_INPUT_CHARS", "Redriver", "dispatch_of", "kept_dispatch"]

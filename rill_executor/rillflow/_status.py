@@ -18,8 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import JSONResponse
 
-from .._errors import ConfigError, StoreError, UsageError
-from .._ledger import AsyncLedger
+from .. import AsyncLedger, ConfigError, StoreError, UsageError
 
 __all__ = ["status_router"]
 

@@ -15,9 +15,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .._codec import adapter_for, encode_result
-from .._errors import HandedOff, RillExecutorError, TerminalError, UsageError
-from ..integration import IdempotentSpec
+from .. import HandedOff, RillExecutorError, TerminalError, UsageError
+from ..integration import IdempotentSpec, adapter_for, encode_result
 from ._callbacks import body_text, output_of, too_large
 from ._dispatch import BadDispatch, Dispatch
 

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .._claim import AsyncClaim, Claim
-from .._config import Seconds, to_us
-from .._errors import ConfigError, UsageError
+from .. import AsyncClaim, Claim, ConfigError, UsageError
+from ..integration import Seconds, to_us
 
 __all__ = ["CompletionTokens", "InvalidToken", "TokenClaims"]
 

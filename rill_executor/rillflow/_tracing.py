@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from opentelemetry import context, propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from .._telemetry import Scope, meter, tracer
+from ..integration import Scope, meter, tracer
 
 __all__ = [
     "callback_headers",

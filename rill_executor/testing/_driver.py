@@ -14,11 +14,8 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from typing import Any, TypeVar
 
-from .._claim import AsyncClaim, Claim
-from .._config import Seconds
-from .._ledger import AsyncLedger, Ledger
-from .._records import JobStatus
-from .._registry import open_async_store, open_store
+from .. import AsyncClaim, AsyncLedger, Claim, JobStatus, Ledger, open_async_store, open_store
+from ..integration import Seconds
 
 __all__ = ["BlockingClaim", "LedgerDriver", "Portal"]
 

@@ -11,9 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
-from .._errors import StaleAttempt
-from .._keys import fingerprint_of
-from .._outcomes import Conflict, InProgress, Replay
+from .. import Conflict, InProgress, Replay, StaleAttempt, fingerprint_of
 from ._driver import DrivenLedger, is_claim
 
 __all__ = ["lifecycle_machine"]

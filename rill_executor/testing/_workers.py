@@ -18,9 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .. import current_async_claim, current_claim
-from .._errors import JobInProgress, StaleAttempt
-from .._ledger import AsyncLedger, Ledger
+from .. import AsyncLedger, JobInProgress, Ledger, StaleAttempt, current_async_claim, current_claim
 
 
 def _side_effect(log_fd: int, key: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 from pydantic import TypeAdapter
 
-from rill_executor import AsyncLedger, Ledger, StaleAttempt, UsageError, current_claim
+from rill_executor import AsyncClaim, AsyncLedger, Ledger, StaleAttempt, UsageError, current_claim
 from rill_executor.integration import IdempotentOptions
 
 
@@ -46,6 +46,7 @@ def test_a_resumed_claim_commits_a_checked_result_and_a_superseded_one_writes_no
     async def scenario() -> None:
         ledger = AsyncLedger("memory://", namespace="seam", lease=0.05)
         granted = await ledger.claim("k", attempt_id="a-1")
+        assert isinstance(granted, AsyncClaim)
         resumed = ledger.resume("k", job_id=granted.job_id, attempt_id="a-1", fence=granted.fence)
         with pytest.raises(UsageError, match="worker w-1"):
             resumed.commit_of("x", adapter=TypeAdapter(int), source="worker w-1")

@@ -2,6 +2,7 @@
 
 import rill_executor
 import rill_executor.integration
+import rill_executor.limits
 import rill_executor.outputs
 import rill_executor.reports
 import rill_executor.store
@@ -83,6 +84,30 @@ def test_public_names_are_pinned() -> None:
         "IdempotentOptions",
         "IdempotentSpec",
         "RunSpan",
+        "Scope",
+        "Seconds",
+        "adapter_for",
+        "encode_result",
+        "meter",
+        "printable",
+        "to_us",
+        "tracer",
+    ]
+    assert sorted(rill_executor.limits.__all__) == [
+        "MAX_ACTOR_CHARS",
+        "MAX_ATTEMPT_ID_CHARS",
+        "MAX_DETAIL_CHARS",
+        "MAX_ERROR_CHARS",
+        "MAX_EVENTS",
+        "MAX_HANDLER_NAME_CHARS",
+        "MAX_KEY_BYTES",
+        "MAX_OBJECT_KEY_BYTES",
+        "MAX_OUTPUT_NAME_CHARS",
+        "MAX_PAGE",
+        "MAX_PURGE_BATCH",
+        "MAX_REASON_CHARS",
+        "MAX_VERSION_CHARS",
+        "MAX_WATCH_ID_CHARS",
     ]
     assert sorted(rill_executor.reports.__all__) == [
         "AttemptInfo",
@@ -94,15 +119,21 @@ def test_public_names_are_pinned() -> None:
         "EventInfo",
         "JobList",
         "JobSummary",
+        "NO_RESULT",
         "NoticeInfo",
         "ObjectState",
         "OutputAudit",
         "OutputInfo",
         "OwnerInfo",
         "PurgeReport",
+        "TOKEN_REFUSED",
+        "default_actor",
+        "is_resolution",
     ]
     modules = (
         rill_executor,
+        rill_executor.integration,
+        rill_executor.limits,
         rill_executor.outputs,
         rill_executor.reports,
         rill_executor.store,

@@ -8,9 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ... import current_async_claim, current_claim
-from ..._errors import StoreUnavailable
-from ..._records import JobStatus
+from ... import JobStatus, StoreUnavailable, current_async_claim, current_claim
 from .._driver import LedgerDriver
 
 __all__ = [

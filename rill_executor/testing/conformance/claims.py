@@ -12,19 +12,23 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..._errors import (
+from ... import (
+    MAX_KEY_BYTES,
+    AttemptOutcome,
     ConfigError,
+    Conflict,
+    InProgress,
     InvalidKey,
     InvalidPayload,
+    JobState,
     KeyConflict,
+    Replay,
     ResultNotSerializable,
     ResultTooLarge,
     StaleAttempt,
     StoreUnavailable,
+    fingerprint_of,
 )
-from ..._keys import MAX_KEY_BYTES, fingerprint_of
-from ..._outcomes import Conflict, InProgress, Replay
-from ..._records import AttemptOutcome, JobState
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from .._model import lifecycle_machine
 from ._fixtures import KitBase
@@ -387,7 +391,7 @@ class ClaimsAndFencing(KitBase):
     # -- the optional ping answers ---------------------------------------------------------
 
     def test_ping_answers(self, driver: LedgerDriver) -> None:
-        from ..._store import AsyncPingable, Pingable
+        from ...store import AsyncPingable, Pingable
 
         store = driver.shared_store()
         if driver._portal is None:

@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from ..._errors import InvalidPayload
-from ..._events import MAX_EVENTS
-from ..._keys import fingerprint_of
-from ..._outcomes import InProgress, Replay
-from ..._records import AttemptOutcome, JobState
+from ... import AttemptOutcome, InProgress, InvalidPayload, JobState, Replay, fingerprint_of
+from ...store import MAX_EVENTS
 from .._driver import DrivenLedger, is_claim
 from ._fixtures import KitBase
 from ._support import _stable

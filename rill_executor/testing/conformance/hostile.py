@@ -17,12 +17,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ..._errors import InvalidKey, InvalidPayload, JobFailed, UsageError
-from ..._keys import MAX_KEY_BYTES, MAX_VERSION_CHARS
-from ..._notices import MAX_WATCH_ID_CHARS, Watch
-from ..._outcomes import Replay
-from ..._records import MAX_ERROR_CHARS, JobState
-from ..._resolution import MAX_ACTOR_CHARS, MAX_REASON_CHARS
+from ... import MAX_KEY_BYTES, InvalidKey, InvalidPayload, JobFailed, JobState, Replay, UsageError
+from ...limits import (
+    MAX_ACTOR_CHARS,
+    MAX_ERROR_CHARS,
+    MAX_REASON_CHARS,
+    MAX_VERSION_CHARS,
+    MAX_WATCH_ID_CHARS,
+)
+from ...store import Watch
 from .._driver import DrivenLedger, is_claim
 
 __all__ = ["HostileStrings", "hostile_text"]

@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ..._errors import StaleAttempt
-from ..._outcomes import InProgress
+from ... import InProgress, StaleAttempt
 from .._driver import DrivenLedger, is_claim
 from ._fixtures import KitBase
 

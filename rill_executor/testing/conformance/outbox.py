@@ -8,11 +8,8 @@ from typing import Any
 
 import pytest
 
-from ..._errors import StaleAttempt
-from ..._keys import fingerprint_of
-from ..._notices import Watch
-from ..._outcomes import Conflict, InProgress, Replay
-from ..._records import JobState
+from ... import Conflict, InProgress, JobState, Replay, StaleAttempt, fingerprint_of
+from ...store import Watch
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
 from ._support import _stable

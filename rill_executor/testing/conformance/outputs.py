@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ..._errors import ChecksumMismatch, InvalidOutputName, OutputExists, StaleAttempt, UsageError
-from ..._housekeeping import ObjectState
-from ..._memory_outputs import MemoryOutputStore
+from ... import ChecksumMismatch, InvalidOutputName, OutputExists, StaleAttempt, UsageError
+from ...outputs import MemoryOutputStore
+from ...reports import ObjectState
 from .._driver import LedgerDriver
 from ._fixtures import KitBase
 from ._support import _put_output, _stable, _store_id
@@ -160,8 +160,8 @@ class Outputs(KitBase):
             ledger.audit("seg-1", handler=len)
 
     def test_the_store_has_one_stable_identity(self, driver: LedgerDriver) -> None:
-        from ..._keys import validate_store_id
-        from ..._registry import open_store
+        from ... import open_store
+        from ...store import validate_store_id
 
         ours = _store_id(driver)
         assert validate_store_id(ours) == ours

@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 
-from ..._errors import ConfigError, StaleAttempt, UsageError
-from ..._keys import fingerprint_of
-from ..._notices import Watch
-from ..._outcomes import Conflict, Replay
-from ..._records import JobState
+from ... import ConfigError, Conflict, JobState, Replay, StaleAttempt, UsageError, fingerprint_of
+from ...store import Watch
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
 from ._support import _counting, _stable

@@ -15,10 +15,7 @@ from typing import Any
 
 import pytest
 
-from ..._claim import AsyncClaim
-from ..._keys import fingerprint_of
-from ..._outcomes import InProgress
-from ..._records import AttemptOutcome, JobState
+from ... import AsyncClaim, AttemptOutcome, InProgress, JobState, fingerprint_of
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
 
@@ -162,8 +159,7 @@ def _cold_burst(url: str, mode: str, namespace: str, size: int) -> list[Any]:
     """``size`` concurrent first claims of one key on a store opened for them alone."""
     import asyncio
 
-    from ..._ledger import AsyncLedger, Ledger
-    from ..._registry import open_async_store, open_store
+    from ... import AsyncLedger, Ledger, open_async_store, open_store
     from .._driver import BlockingClaim, Portal
 
     if mode == "sync":

@@ -10,20 +10,22 @@ from typing import Any
 
 import pytest
 
-from ..._errors import (
+from ... import (
+    AttemptOutcome,
+    InProgress,
     InvalidResult,
     JobFailed,
     JobInProgress,
+    JobState,
     KeyConflict,
+    Replay,
     ResultNotSerializable,
     ResultTooLarge,
     StaleAttempt,
     TerminalError,
     UndecodableResult,
+    fingerprint_of,
 )
-from ..._keys import fingerprint_of
-from ..._outcomes import InProgress, Replay
-from ..._records import AttemptOutcome, JobState
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
 from ._support import Measured, Segment, Transcoded

@@ -8,12 +8,19 @@ from typing import Any
 
 import pytest
 
-from ..._errors import InvalidPayload, JobFailed, ResolutionRefused, StaleAttempt
-from ..._keys import fingerprint_of
-from ..._notices import Watch
-from ..._outcomes import Replay, raise_for_outcome
-from ..._records import AttemptOutcome, JobState
-from ..._resolution import default_actor
+from ... import (
+    AttemptOutcome,
+    InvalidPayload,
+    JobFailed,
+    JobState,
+    Replay,
+    ResolutionRefused,
+    StaleAttempt,
+    fingerprint_of,
+    raise_for_outcome,
+)
+from ...reports import default_actor
+from ...store import Watch
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
 from ._support import _counting, _per_job, _stable

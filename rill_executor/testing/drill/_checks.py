@@ -16,9 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from rill_executor._errors import RillExecutorError
-from rill_executor._ledger import Ledger
-from rill_executor._records import AttemptOutcome, JobState, JobStatus
+from rill_executor import AttemptOutcome, JobState, JobStatus, Ledger, RillExecutorError
 
 from ..rillflow import CallbackRecord, TaskStatus
 from ._record import DrillRecord, Injected

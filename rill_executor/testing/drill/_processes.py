@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 from ._proxy import FaultProxy
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 from ..rillflow import EngineSimulator, TaskStatus, serve_app
 from ._callbacks import CallbackFaults

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rill_executor._errors import UsageError
+from rill_executor import UsageError
 
 __all__ = ["FaultKind", "PlannedFault", "parse_rate", "plan"]
 

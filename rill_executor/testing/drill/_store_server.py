@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 from ._processes import free_port
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 from ._mapping import Rule, Segment, compile_path, parse_rules
 from ._model import Pattern, Task

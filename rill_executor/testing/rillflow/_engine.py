@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from rill_executor._errors import ConfigError, UsageError
+from rill_executor import ConfigError, UsageError
 
 from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 __all__ = ["Rule", "apply", "compile_path", "get", "parse_rules"]
 

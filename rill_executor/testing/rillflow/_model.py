@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 from ._policy import Retry
 

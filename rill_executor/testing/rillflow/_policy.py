@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rill_executor._duplicate_window import RetryPolicy
+from rill_executor import RetryPolicy
 
 __all__ = ["Retry"]
 

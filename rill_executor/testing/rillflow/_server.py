@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import uvicorn
 
-from rill_executor._errors import ConfigError
+from rill_executor import ConfigError
 
 __all__ = ["serve_app"]
 
