@@ -14,7 +14,8 @@
     │   ├── KeyConflict              same key, different fingerprint or result version
     │   ├── JobFailed                a replayed terminal failure
     │   ├── UndecodableResult        a stored result that no longer validates as the asked type
-    │   └── StaleAttempt             a write from an attempt that no longer owns the job
+    │   ├── StaleAttempt             a write from an attempt that no longer owns the job
+    │   └── ResolutionRefused        an operator's resolution not applied; nothing written
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
         ├── SchemaMissing            the store's schema is absent or older than this library

@@ -39,6 +39,10 @@ FINAL_DUPLICATE = 30601  # the engine's "repeated finish" / "is finished" / "wro
 
 
 class Check(BaseModel):
+    """One check of a finished drill: its ``name`` (``quiescent``, ``one_result_per_key``
+    …), whether it holds (``ok``; a skipped check holds, with ``skipped`` saying why), and
+    its first ``problems``, each naming a task or a key."""
+
     model_config = ConfigDict(frozen=True)
 
     name: str

@@ -68,6 +68,10 @@ class _Link:
 
 
 class FaultProxy:
+    """A TCP proxy on ``127.0.0.1:port`` (a free port) to ``upstream_host:upstream_port``,
+    passing everything through until told otherwise: ``reset()``, ``blackhole(on)``,
+    ``latency(seconds)``, ``arm(marker)`` to lose one chosen reply, ``retarget(port)``."""
+
     def __init__(self, upstream_host: str, upstream_port: int | None) -> None:
         self._upstream = (upstream_host, upstream_port)
         self._listener = socket.create_server(("127.0.0.1", 0))

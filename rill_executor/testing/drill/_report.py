@@ -89,6 +89,8 @@ def _succeeded_after(rec: DrillRecord, task: tuple[str, str], at: float) -> floa
 
 
 def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
+    """The drill's report from its record and its ``checks``: per fault kind, how many were
+    injected, hit tasks and recovered, with the recovery times; then the checks."""
     times: dict[FaultKind, list[float]] = defaultdict(list)
     counts: dict[FaultKind, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     views = []
