@@ -3,9 +3,11 @@
 shared lifecycle rules.
 
 An adapter imports only this module (and its own driver). The outbox rules (watches,
-notices, their leases) are here too, see ``rill_executor._notices`` for what they mean; and
-the event log's (``appended_event``, see ``rill_executor._events``); and purging records
-past retention (``purge_batch``, ``fence_keep_until``, see ``rill_executor._purge``).
+notices, their leases: ``add_watch``, ``lease_notice``, ``finish_notices``…) are here too,
+and the event log's (``appended_event``: the first ``MAX_EVENTS`` reported entries kept,
+the rest counted) and purging records past retention (``purge_batch``,
+``fence_keep_until``). What each rule means, and the invariants a store keeps, are in the
+concepts page and the conformance kit (``rill_executor.testing.conformance``).
 """
 
 from ._decisions import (

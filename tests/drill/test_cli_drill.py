@@ -42,6 +42,14 @@ def test_an_unknown_fault_is_a_usage_error(tmp_path: Path) -> None:
     assert done.returncode == 2 and "meteor" in done.stderr
 
 
+@pytest.mark.parametrize("command", ["no-such-program-rill {port}", "/dev/null {port}"])
+def test_a_command_that_cannot_start_is_a_config_error(command: str) -> None:
+    done = run("drill", "--command", command, "--processes", "1", "-o", "json")
+    error = json.loads(done.stderr)["error"]
+    assert done.returncode == 2 and error["type"] == "config", done.stderr
+    assert command.split(maxsplit=1)[0] in error["message"]
+
+
 @pytest.mark.parametrize("ref", ["examples.transcode.drill:nope", "no.such.module:workload", "x"])
 def test_a_workload_that_cannot_be_found_is_a_usage_error(ref: str) -> None:
     done = run("drill", "--command", "true {port}", "--workload", ref, "-o", "json")

@@ -118,9 +118,20 @@ class ExecutorProcess:
                 time.sleep(0.05)
 
     def _spawn(self, out: Any) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(
-            self._argv, env=self._env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        try:
+            return subprocess.Popen(
+                self._argv,
+                env=self._env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:  # no such program, or not executable
+            raise ConfigError(
+                f"executor {self.index} could not be started: {exc.strerror}:"
+                f" {shlex.join(self._argv)}. Give the program's full path (e.g."
+                " .venv/bin/uvicorn) or run the drill where it is on PATH"
+            ) from exc
 
     def signal(self, signum: signal.Signals) -> None:
         """Send ``signum`` to the process's whole group."""
