@@ -4,6 +4,8 @@
 # `make docs` builds the documentation site into site/ (mkdocs build --strict).
 # `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
 # `make bench-scale` times claim, replay and status with 10k, 1M and 10M jobs stored (SCALE_ARGS).
+# `make bench-cluster` compares 64 clients' fresh calls on Redis Clusters of 1 and 3 primaries
+# that it starts itself (redis-server on the PATH; CLUSTER_ARGS to change it).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +13,7 @@ BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale transcode
+.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale bench-cluster transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +54,6 @@ bench-audit: $(VENV)/.installed
 
 bench-scale: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_scale.py $(SCALE_ARGS)
+
+bench-cluster: $(VENV)/.installed
+	$(BIN)/python benchmarks/bench_cluster.py $(CLUSTER_ARGS)

@@ -32,8 +32,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from rill_executor_redis.testing import RedisCluster
 from rill_executor_sql import SqlStore
-from tests.adapters.redis.conftest import RedisCluster
 from tests.adapters.s3.conftest import MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,19 +6,17 @@
   (appendfsync always), to kill, restart, flush, monitor or reconfigure.
 - ``make_store``: opens RedisStore, or AsyncRedisStore behind a blocking face, by URL:
   one test body runs against both twins.
-- ``redis_cluster``: three masters started with ``--cluster-enabled yes`` and joined with
-  ``redis-cli --cluster create``, once per session, torn down at the end.
+- ``redis_cluster``: three primaries with ``--cluster-enabled yes``, once per session, torn
+  down at the end.
+
+The servers themselves (``RedisServer``, ``RedisCluster``) are ``rill_executor_redis.testing``,
+which the benchmarks use too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -43,6 +41,7 @@ from rill_executor.store import (
 )
 from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore
+from rill_executor_redis.testing import RedisCluster, RedisServer
 
 T = TypeVar("T")
 
@@ -54,153 +53,11 @@ def with_query(url: str, query: str) -> str:
     return url + ("&" if "?" in url else "?") + query
 
 
-def free_port() -> int:
-    """A free port whose cluster-bus twin (port + 10000) is free too."""
-    for _ in range(100):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-        if port + 10000 < 65536 and _is_free(port + 10000):
-            return port
-    raise RuntimeError("no free port pair found")
-
-
-def _is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-class RedisServer:
-    """One redis-server process this test owns; ``restart`` keeps its port and data dir."""
-
-    def __init__(self, workdir: Path, *extra: str) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.fail("redis-server is not on PATH (apt-get install redis-server)")
-        self.port = free_port()
-        self.dir = workdir
-        self.extra = list(extra)
-        self.process: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        with (self.dir / "redis.log").open("ab") as log:  # the child keeps its own descriptor
-            self.process = subprocess.Popen(
-                [
-                    "redis-server",
-                    "--port",
-                    str(self.port),
-                    "--bind",
-                    "127.0.0.1",
-                    "--dir",
-                    str(self.dir),
-                    "--save",
-                    "",
-                    "--daemonize",
-                    "no",
-                    *self.extra,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self.wait_ready()
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                log = (self.dir / "redis.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"redis-server on {self.port} exited:\n{log}")
-            try:
-                with redis.Redis(port=self.port, socket_timeout=1) as client:
-                    if client.ping():
-                        return
-            except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
-                time.sleep(0.02)
-        raise RuntimeError(f"redis-server on {self.port} did not become ready")
-
-    def stop(self, sig: signal.Signals = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(20)
-        self.process = None
-
-    def restart(self, sig: signal.Signals = signal.SIGKILL) -> None:
-        self.stop(sig)
-        self.start()
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=5)
-
-
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path, "--appendonly", "yes", "--appendfsync", "always")
     yield server
     server.stop()
-
-
-class RedisCluster:
-    def __init__(self, root: Path, masters: int = 3) -> None:
-        self.nodes: list[RedisServer] = []
-        for i in range(masters):
-            node_dir = root / f"node{i}"
-            node_dir.mkdir()
-            self.nodes.append(
-                RedisServer(
-                    node_dir,
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--appendonly",
-                    "no",
-                )
-            )
-        addresses = [f"127.0.0.1:{node.port}" for node in self.nodes]
-        subprocess.run(
-            [
-                "redis-cli",
-                "--cluster",
-                "create",
-                *addresses,
-                "--cluster-replicas",
-                "0",
-                "--cluster-yes",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-        self._wait_ok()
-
-    @property
-    def url(self) -> str:
-        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
-
-    def _wait_ok(self) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            states = []
-            for node in self.nodes:
-                with node.client() as client:
-                    states.append(client.execute_command("CLUSTER", "INFO"))
-            if all(b"cluster_state:ok" in state for state in states):
-                return
-            time.sleep(0.05)
-        raise RuntimeError("the test cluster did not reach cluster_state:ok")
-
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop(signal.SIGTERM)
 
 
 @pytest.fixture(scope="session")

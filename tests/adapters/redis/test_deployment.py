@@ -18,8 +18,9 @@ from rill_executor_redis import (
     RedisStore,
     UnsafeDeployment,
 )
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import RedisServer, with_query
+from .conftest import with_query
 
 
 @pytest.fixture

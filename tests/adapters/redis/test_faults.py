@@ -19,8 +19,9 @@ from rill_executor._keys import job_id
 from rill_executor.store import ClaimRequest, StoreUnavailable
 from rill_executor.testing.drill import FaultProxy
 from rill_executor_redis._scripts import Op, source
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 

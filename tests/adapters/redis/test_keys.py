@@ -18,8 +18,9 @@ from redis.crc import key_slot
 from rill_executor import Claim, InvalidKey, Ledger, Replay
 from rill_executor.store import MemoryStore, StoreProtocolError
 from rill_executor_redis import job_keys
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 OUR_KEY = re.compile(r"rill:\{[0-9a-f]{64}\}:(job|attempts)")

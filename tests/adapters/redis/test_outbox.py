@@ -15,8 +15,9 @@ import redis.cluster
 from rill_executor import Claim, InProgress, Ledger, Replay
 from rill_executor.store import Watch
 from rill_executor_redis._keys import outbox_keys
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 from .test_round_trips import Recorder
 
 MakeStore = Callable[[str], AnyStore]

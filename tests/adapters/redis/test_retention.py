@@ -14,8 +14,9 @@ import redis
 from rill_executor import AttemptOutcome, Claim, Ledger, Replay, fingerprint_of
 from rill_executor.store import Watch
 from rill_executor_redis import job_keys
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -16,8 +16,9 @@ from typing import Any
 
 from rill_executor import Claim, Conflict, InProgress, Ledger, Replay, fingerprint_of
 from rill_executor.store import AttemptRef
+from rill_executor_redis.testing import RedisCluster, RedisServer
 
-from .conftest import QUIET, AnyStore, RedisCluster, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 

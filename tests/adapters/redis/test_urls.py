@@ -18,8 +18,9 @@ import rill_executor_redis
 from rill_executor import AsyncLedger, ConfigError, Ledger, open_async_store, open_store
 from rill_executor.store import AsyncStore, Store, StoreUnavailable
 from rill_executor_redis import AsyncRedisStore, RedisStore
+from rill_executor_redis.testing import RedisServer, free_port
 
-from .conftest import QUIET, RedisServer, free_port, with_query
+from .conftest import QUIET, with_query
 
 SCHEMES = {"redis", "rediss", "redis+cluster", "rediss+cluster"}
 

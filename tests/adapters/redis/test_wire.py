@@ -14,8 +14,9 @@ from rill_executor import Claim, Ledger, Replay
 from rill_executor._keys import job_id
 from rill_executor_redis import RedisStore
 from rill_executor_redis._wire import async_wire_for, wire_for
+from rill_executor_redis.testing import RedisServer
 
-from .conftest import QUIET, AnyStore, RedisServer, with_query
+from .conftest import QUIET, AnyStore, with_query
 
 MakeStore = Callable[[str], AnyStore]
 
