@@ -45,7 +45,7 @@ class SqlDialect:
         return literal_column(_NOW[self.family])
 
     @property
-    def own_readers(self) -> bool:
+    def autocommit_pool(self) -> bool:
         """Whether reads go through an autocommit engine of their own (MariaDB)."""
         return self.family == "mysql"
 
@@ -90,7 +90,7 @@ def _check_sqlite(url: URL) -> None:
         )
 
 
-def _reader_args() -> dict[str, Any]:
+def _autocommit_args() -> dict[str, Any]:
     """MariaDB reads (status, listing, ping): autocommit connections of their own pool.
     A read in the writers' pool opens an implicit transaction that closing the connection
     ends with a ROLLBACK, a second round trip; an autocommitted read leaves nothing open
@@ -160,13 +160,13 @@ def _driver_installed(family: str) -> Iterator[None]:
 
 
 def _bounded(
-    dialect: SqlDialect, url: URL, reads: bool, migrations: bool, *, is_async: bool
+    dialect: SqlDialect, url: URL, autocommit: bool, migrations: bool, *, is_async: bool
 ) -> tuple[Bounds, URL, dict[str, Any]]:
     """The bounds the URL sets, the URL without them, and the engine's arguments."""
     bounds, url = split_bounds(url, dialect.family)
     if migrations:
         bounds = bounds.for_migrations()
-    args = _reader_args() if reads else _engine_args(dialect.family, bounds)
+    args = _autocommit_args() if autocommit else _engine_args(dialect.family, bounds)
     extra = connect_args(dialect.family, bounds, url, is_async=is_async)
     args["connect_args"] = {**args.get("connect_args", {}), **extra}
     if "options" in extra:  # the URL's own startup options are merged into ours
@@ -175,13 +175,13 @@ def _bounded(
 
 
 def make_sync_engine(
-    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+    dialect: SqlDialect, url: URL, *, autocommit: bool = False, migrations: bool = False
 ) -> Engine:
-    """The store's engine; ``reads``: MariaDB's autocommit engine for reads; ``migrations``:
+    """The store's engine; ``autocommit``: MariaDB's autocommit engine; ``migrations``:
     an engine for schema upgrades, without statement bounds."""
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=False)
+    bounds, url, args = _bounded(dialect, url, autocommit, migrations, is_async=False)
     with _driver_installed(dialect.family):
         engine = create_engine(
             _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]), **args
@@ -195,11 +195,11 @@ def make_sync_engine(
 
 
 def make_async_engine(
-    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+    dialect: SqlDialect, url: URL, *, autocommit: bool = False, migrations: bool = False
 ) -> AsyncEngine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=True)
+    bounds, url, args = _bounded(dialect, url, autocommit, migrations, is_async=True)
     with _driver_installed(dialect.family):
         engine = create_async_engine(
             _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]), **args
