@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, create_engine, event, literal_column
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rill_executor import ConfigError
@@ -17,7 +19,7 @@ from rill_executor.store import StoreError
 from ._bounds import Bounds, connect_args, engine_bounds, split_bounds
 from ._packet import watch_packets
 
-__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
+__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine", "share_outages"]
 
 _NOW = {
     "postgresql": "(extract(epoch FROM now()) * 1000000)::bigint",
@@ -210,3 +212,30 @@ def make_async_engine(
     if dialect.family == "mysql":
         watch_packets(engine.sync_engine)
     return engine
+
+
+_OPENED = "rill_opened"
+
+
+def share_outages(*engines: Engine) -> None:
+    """One server behind several pools (MariaDB's writers and autocommit pools): a connection
+    one pool finds lost marks every connection the pools opened before it as lost too, and
+    each is opened again at its next checkout. SQLAlchemy renews only the pool that saw the
+    loss; without this, an outage would fail one operation in each pool, not one in all."""
+    lost = [0.0]
+
+    def opened(dbapi_connection: Any, record: Any) -> None:
+        record.info[_OPENED] = time.monotonic()
+
+    def failed(context: ExceptionContext) -> None:
+        if context.is_disconnect:
+            lost[0] = time.monotonic()
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.get(_OPENED, 0.0) < lost[0]:  # the pool opens it again and retries
+            raise sa_exc.DisconnectionError("a pool of this store lost its server connection")
+
+    for engine in engines:
+        event.listen(engine, "connect", opened)
+        event.listen(engine, "handle_error", failed)
+        event.listen(engine, "checkout", checkout, insert=True)  # before any other use

@@ -29,7 +29,13 @@ from rill_executor.store import (
 )
 
 from . import _flows, _migrations, _schema
-from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
+from ._dialect import (
+    SqlDialect,
+    dialect_of,
+    make_async_engine,
+    make_sync_engine,
+    share_outages,
+)
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
 
@@ -180,6 +186,7 @@ class SqlStore:
         self._autocommit = self.engine
         if self.dialect.autocommit_pool:
             self._autocommit = make_sync_engine(self.dialect, parsed, autocommit=True)
+            share_outages(self.engine, self._autocommit)
         self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
@@ -316,6 +323,7 @@ class AsyncSqlStore:
         self._autocommit = self.engine
         if self.dialect.autocommit_pool:
             self._autocommit = make_async_engine(self.dialect, parsed, autocommit=True)
+            share_outages(self.engine.sync_engine, self._autocommit.sync_engine)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None
