@@ -48,7 +48,8 @@ class SqlDialect:
 
     @property
     def autocommit_pool(self) -> bool:
-        """Whether reads go through an autocommit engine of their own (MariaDB)."""
+        """Whether reads, and a claim's first read, go through an autocommit engine of
+        their own (MariaDB)."""
         return self.family == "mysql"
 
     @property
@@ -93,11 +94,13 @@ def _check_sqlite(url: URL) -> None:
 
 
 def _autocommit_args() -> dict[str, Any]:
-    """MariaDB reads (status, listing, ping): autocommit connections of their own pool.
-    A read in the writers' pool opens an implicit transaction that closing the connection
-    ends with a ROLLBACK, a second round trip; an autocommitted read leaves nothing open
-    (its metadata lock ends with the statement) and each read is one statement, as it is
-    under READ COMMITTED in a transaction."""
+    """MariaDB reads (status, listing, ping) and a claim's first read (``peek_claim``):
+    autocommit connections of their own pool. A read in the writers' pool opens an implicit
+    transaction that must end (COMMIT or ROLLBACK: a second round trip); an autocommitted
+    statement leaves nothing open (its snapshot and metadata lock end with it), so the next
+    read on the connection sees the newest commit, whatever the server's isolation level
+    (REPEATABLE READ by default). Each read is one statement, as it is under READ COMMITTED
+    in a transaction."""
     return {
         "isolation_level": "AUTOCOMMIT",
         "skip_autocommit_rollback": True,  # SQLAlchemy would still send ROLLBACK at close
