@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, Engine, create_engine, event, literal_column
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import URL, ExceptionContext, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from rill_executor import ConfigError
@@ -17,7 +19,7 @@ from rill_executor.store import StoreError
 from ._bounds import Bounds, connect_args, engine_bounds, split_bounds
 from ._packet import watch_packets
 
-__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine"]
+__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine", "share_outages"]
 
 _NOW = {
     "postgresql": "(extract(epoch FROM now()) * 1000000)::bigint",
@@ -45,8 +47,9 @@ class SqlDialect:
         return literal_column(_NOW[self.family])
 
     @property
-    def own_readers(self) -> bool:
-        """Whether reads go through an autocommit engine of their own (MariaDB)."""
+    def autocommit_pool(self) -> bool:
+        """Whether reads, and a claim's first read, go through an autocommit engine of
+        their own (MariaDB)."""
         return self.family == "mysql"
 
     @property
@@ -90,12 +93,14 @@ def _check_sqlite(url: URL) -> None:
         )
 
 
-def _reader_args() -> dict[str, Any]:
-    """MariaDB reads (status, listing, ping): autocommit connections of their own pool.
-    A read in the writers' pool opens an implicit transaction that closing the connection
-    ends with a ROLLBACK, a second round trip; an autocommitted read leaves nothing open
-    (its metadata lock ends with the statement) and each read is one statement, as it is
-    under READ COMMITTED in a transaction."""
+def _autocommit_args() -> dict[str, Any]:
+    """MariaDB reads (status, listing, ping) and a claim's first read (``peek_claim``):
+    autocommit connections of their own pool. A read in the writers' pool opens an implicit
+    transaction that must end (COMMIT or ROLLBACK: a second round trip); an autocommitted
+    statement leaves nothing open (its snapshot and metadata lock end with it), so the next
+    read on the connection sees the newest commit, whatever the server's isolation level
+    (REPEATABLE READ by default). Each read is one statement, as it is under READ COMMITTED
+    in a transaction."""
     return {
         "isolation_level": "AUTOCOMMIT",
         "skip_autocommit_rollback": True,  # SQLAlchemy would still send ROLLBACK at close
@@ -160,13 +165,13 @@ def _driver_installed(family: str) -> Iterator[None]:
 
 
 def _bounded(
-    dialect: SqlDialect, url: URL, reads: bool, migrations: bool, *, is_async: bool
+    dialect: SqlDialect, url: URL, autocommit: bool, migrations: bool, *, is_async: bool
 ) -> tuple[Bounds, URL, dict[str, Any]]:
     """The bounds the URL sets, the URL without them, and the engine's arguments."""
     bounds, url = split_bounds(url, dialect.family)
     if migrations:
         bounds = bounds.for_migrations()
-    args = _reader_args() if reads else _engine_args(dialect.family, bounds)
+    args = _autocommit_args() if autocommit else _engine_args(dialect.family, bounds)
     extra = connect_args(dialect.family, bounds, url, is_async=is_async)
     args["connect_args"] = {**args.get("connect_args", {}), **extra}
     if "options" in extra:  # the URL's own startup options are merged into ours
@@ -175,13 +180,13 @@ def _bounded(
 
 
 def make_sync_engine(
-    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+    dialect: SqlDialect, url: URL, *, autocommit: bool = False, migrations: bool = False
 ) -> Engine:
-    """The store's engine; ``reads``: MariaDB's autocommit engine for reads; ``migrations``:
+    """The store's engine; ``autocommit``: MariaDB's autocommit engine; ``migrations``:
     an engine for schema upgrades, without statement bounds."""
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=False)
+    bounds, url, args = _bounded(dialect, url, autocommit, migrations, is_async=False)
     with _driver_installed(dialect.family):
         engine = create_engine(
             _with_driver(url, dialect.family, _SYNC_DRIVER[dialect.family]), **args
@@ -195,11 +200,11 @@ def make_sync_engine(
 
 
 def make_async_engine(
-    dialect: SqlDialect, url: URL, *, reads: bool = False, migrations: bool = False
+    dialect: SqlDialect, url: URL, *, autocommit: bool = False, migrations: bool = False
 ) -> AsyncEngine:
     if dialect.family == "sqlite":
         _check_sqlite(url)
-    bounds, url, args = _bounded(dialect, url, reads, migrations, is_async=True)
+    bounds, url, args = _bounded(dialect, url, autocommit, migrations, is_async=True)
     with _driver_installed(dialect.family):
         engine = create_async_engine(
             _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]), **args
@@ -210,3 +215,30 @@ def make_async_engine(
     if dialect.family == "mysql":
         watch_packets(engine.sync_engine)
     return engine
+
+
+_OPENED = "rill_opened"
+
+
+def share_outages(*engines: Engine) -> None:
+    """One server behind several pools (MariaDB's writers and autocommit pools): a connection
+    one pool finds lost marks every connection the pools opened before it as lost too, and
+    each is opened again at its next checkout. SQLAlchemy renews only the pool that saw the
+    loss; without this, an outage would fail one operation in each pool, not one in all."""
+    lost = [0.0]
+
+    def opened(dbapi_connection: Any, record: Any) -> None:
+        record.info[_OPENED] = time.monotonic()
+
+    def failed(context: ExceptionContext) -> None:
+        if context.is_disconnect:
+            lost[0] = time.monotonic()
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.get(_OPENED, 0.0) < lost[0]:  # the pool opens it again and retries
+            raise sa_exc.DisconnectionError("a pool of this store lost its server connection")
+
+    for engine in engines:
+        event.listen(engine, "connect", opened)
+        event.listen(engine, "handle_error", failed)
+        event.listen(engine, "checkout", checkout, insert=True)  # before any other use

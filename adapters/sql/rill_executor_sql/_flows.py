@@ -7,7 +7,9 @@ that locks the job row and applies the lifecycle rules of ``rill_executor.store`
 on the database's clock. PostgreSQL runs such transactions too where a single statement would
 buy nothing: a claim with a watch (engine dispatches only), and leasing and settling notices.
 A flow whose first statement is ``Raw`` is one driver-level statement; any other flow is one
-transaction.
+transaction, or, run with ``transaction=False``, statements that each commit on their own:
+the reads, and MariaDB's ``peek_claim``, which answers a claim that writes nothing in one
+unlocked read and inserts a first claim's job without a transaction.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ __all__ = [
     "lease_notices",
     "record_event",
     "list_jobs",
+    "peek_claim",
     "ping",
     "purge",
     "register_output",
@@ -346,9 +349,6 @@ def _clock(dialect: SqlDialect) -> Generator[Step, Rows, int]:
     return int(row["now"])
 
 
-_last_fence = select(fences.c.fence).where(fences.c.job_id == bindparam("job_id"))
-
-
 def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     job, history, now = yield from _locked(dialect, request.job_id)
     action = decide_claim(job, request, now)
@@ -370,6 +370,47 @@ def _client_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
         history = _appended(history, superseded)
     yield _update_job, _bound(dialect, {**_columns(new, history), "b_job_id": job.job_id})
     return StoreAnswer(ok=True, job=new, now=now)
+
+
+_last_fence = select(fences.c.fence).where(fences.c.job_id == bindparam("job_id"))
+
+
+@cache
+def _peek_query(dialect: SqlDialect) -> Executable:
+    """The clock, the job row and the fence a purged record of the key left, in one read
+    without a lock: one snapshot, so a purge (which deletes the job and keeps its fence in
+    one transaction) shows either its job or its fence."""
+    one = select(literal(1).label("one")).subquery("one")
+    return select(
+        dialect.now.label("now"),
+        *jobs.columns,
+        _last_fence.scalar_subquery().label("last_fence"),
+    ).select_from(one.outerjoin(jobs, jobs.c.job_id == bindparam("job_id")))
+
+
+def peek_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
+    """MariaDB's claim, begun outside a transaction (each statement commits on its own).
+
+    A claim that writes nothing (a replay, a live owner, a conflict) is answered from one
+    read without a lock, as PostgreSQL's ``rill_claim`` answers it: the newest committed row
+    at that instant, with nothing to end afterwards. A key with no job gets its job in one
+    INSERT after that read; a concurrent first claim of the key makes it a duplicate key (a
+    race: the claim runs again and reads that job). The fence continues from the one this
+    read found, as the locked transaction's separate read of it did. Anything else (a
+    takeover, a watch to write) answers None: the caller runs ``claim``, which decides again
+    on the row locked.
+    """
+    (row,) = yield _peek_query(dialect), {"job_id": request.job_id}
+    now = int(row["now"])
+    if row["job_id"] is None:
+        new = claimed_row(None, request, now, int(row["last_fence"] or 0))
+        yield _insert_job, _bound(dialect, _columns(new, "[]"))
+        return StoreAnswer(ok=True, job=new, now=now)
+    job = job_row(row)
+    action = decide_claim(job, request, now)
+    if action is ClaimAction.TAKEOVER or watched_row(job, action, request, now) is not None:
+        return None
+    return StoreAnswer(ok=False, job=job, now=now)
 
 
 def _client_write(

@@ -29,7 +29,13 @@ from rill_executor.store import (
 )
 
 from . import _flows, _migrations, _schema
-from ._dialect import SqlDialect, dialect_of, make_async_engine, make_sync_engine
+from ._dialect import (
+    SqlDialect,
+    dialect_of,
+    make_async_engine,
+    make_sync_engine,
+    share_outages,
+)
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
 
@@ -177,9 +183,10 @@ class SqlStore:
         self._where = _describe(self.dialect, parsed)
         self._url = parsed
         self.engine: Engine = make_sync_engine(self.dialect, parsed)
-        self._reads = self.engine
-        if self.dialect.own_readers:
-            self._reads = make_sync_engine(self.dialect, parsed, reads=True)
+        self._autocommit = self.engine
+        if self.dialect.autocommit_pool:
+            self._autocommit = make_sync_engine(self.dialect, parsed, autocommit=True)
+            share_outages(self.engine, self._autocommit)
         self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
@@ -223,7 +230,7 @@ class SqlStore:
             if engine is not self.engine:
                 engine.dispose()
 
-    def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
+    def _run(self, make_flow: Callable[[], _flows.Flow], *, transaction: bool = True) -> Any:
         for _ in range(_RETRIES):
             try:
                 flow = make_flow()
@@ -231,8 +238,8 @@ class SqlStore:
                 if isinstance(step[0], _flows.Raw):
                     with wrap_errors(self._where):
                         return _drive_raw(self.engine, flow, step)
-                if not write:
-                    with wrap_errors(self._where), self._reads.connect() as conn:
+                if not transaction:
+                    with wrap_errors(self._where), self._autocommit.connect() as conn:
                         return _drive(conn, flow, step)
                 with wrap_errors(self._where), self.engine.connect() as conn:
                     if self.dialect.server_side:
@@ -251,9 +258,13 @@ class SqlStore:
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
-        self._run(lambda: _flows.ping(self.dialect), write=False)
+        self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
+        if self.dialect.autocommit_pool:  # MariaDB: a claim that writes nothing is one read
+            answer = self._run(lambda: _flows.peek_claim(self.dialect, request), transaction=False)
+            if answer is not None:
+                return answer  # type: ignore[no-any-return]
         return self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
@@ -266,7 +277,7 @@ class SqlStore:
         return self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]
 
     def status(self, job_id: str) -> StoreStatus | None:
-        return self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+        return self._run(lambda: _flows.status(self.dialect, job_id), transaction=False)  # type: ignore[no-any-return]
 
     def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
         return self._run(lambda: _flows.resolve(self.dialect, job_id, resolution))  # type: ignore[no-any-return]
@@ -283,24 +294,24 @@ class SqlStore:
         return self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
 
     def list_jobs(self, query: JobQuery) -> JobPage:
-        return self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
+        return self._run(lambda: _flows.list_jobs(self.dialect, query), transaction=False)  # type: ignore[no-any-return]
 
     def list_statuses(self, query: JobQuery) -> StatusPage:
-        return self._run(lambda: _flows.list_statuses(self.dialect, query), write=False)  # type: ignore[no-any-return]
+        return self._run(lambda: _flows.list_statuses(self.dialect, query), transaction=False)  # type: ignore[no-any-return]
 
     def namespaces(self, limit: int = 20) -> list[str]:
         """Up to ``limit`` namespaces that have jobs, in order: what an operator who typed a
         namespace with none is shown. One index probe a namespace."""
-        return self._run(lambda: _flows.namespaces(limit), write=False)  # type: ignore[no-any-return]
+        return self._run(lambda: _flows.namespaces(limit), transaction=False)  # type: ignore[no-any-return]
 
     def purge(self, request: PurgeRequest) -> PurgePage:
         return self._run(  # type: ignore[no-any-return]
-            lambda: _flows.purge(self.dialect, request), write=not request.dry_run
+            lambda: _flows.purge(self.dialect, request), transaction=not request.dry_run
         )
 
     def close(self) -> None:
         self.engine.dispose()
-        self._reads.dispose()
+        self._autocommit.dispose()
 
 
 class AsyncSqlStore:
@@ -313,14 +324,15 @@ class AsyncSqlStore:
         self._where = _describe(self.dialect, parsed)
         self._url = parsed
         self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
-        self._reads = self.engine
-        if self.dialect.own_readers:
-            self._reads = make_async_engine(self.dialect, parsed, reads=True)
+        self._autocommit = self.engine
+        if self.dialect.autocommit_pool:
+            self._autocommit = make_async_engine(self.dialect, parsed, autocommit=True)
+            share_outages(self.engine.sync_engine, self._autocommit.sync_engine)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None
-        readers = () if self._reads is self.engine else (self._reads,)
-        self._disposal = LoopEndDisposal(self.engine, *readers)
+        others = () if self._autocommit is self.engine else (self._autocommit,)
+        self._disposal = LoopEndDisposal(self.engine, *others)
 
     async def _ensure_ready(self) -> None:
         await self._disposal.arm()  # left open, the store still closes with its event loop
@@ -363,7 +375,7 @@ class AsyncSqlStore:
             if engine is not self.engine:
                 await engine.dispose()
 
-    async def _run(self, make_flow: Callable[[], _flows.Flow], *, write: bool = True) -> Any:
+    async def _run(self, make_flow: Callable[[], _flows.Flow], *, transaction: bool = True) -> Any:
         await self._ensure_ready()
         for _ in range(_RETRIES):
             try:
@@ -372,8 +384,8 @@ class AsyncSqlStore:
                 with wrap_errors(self._where):
                     if isinstance(step[0], _flows.Raw):
                         return await _drive_raw_async(self.engine, flow, step)
-                    if not write:
-                        async with self._reads.connect() as conn:
+                    if not transaction:
+                        async with self._autocommit.connect() as conn:
                             return await _drive_async(conn, flow, step)
                     async with self.engine.connect() as conn:
                         if self.dialect.server_side:
@@ -391,9 +403,15 @@ class AsyncSqlStore:
         raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
 
     async def ping(self) -> None:
-        await self._run(lambda: _flows.ping(self.dialect), write=False)
+        await self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        if self.dialect.autocommit_pool:  # as SqlStore.claim
+            answer = await self._run(
+                lambda: _flows.peek_claim(self.dialect, request), transaction=False
+            )
+            if answer is not None:
+                return answer  # type: ignore[no-any-return]
         return await self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
@@ -406,7 +424,7 @@ class AsyncSqlStore:
         return await self._run(lambda: _flows.finish(self.dialect, ref, completion))  # type: ignore[no-any-return]
 
     async def status(self, job_id: str) -> StoreStatus | None:
-        return await self._run(lambda: _flows.status(self.dialect, job_id), write=False)  # type: ignore[no-any-return]
+        return await self._run(lambda: _flows.status(self.dialect, job_id), transaction=False)  # type: ignore[no-any-return]
 
     async def resolve(self, job_id: str, resolution: Resolution) -> StoreAnswer:
         return await self._run(lambda: _flows.resolve(self.dialect, job_id, resolution))  # type: ignore[no-any-return]
@@ -425,14 +443,14 @@ class AsyncSqlStore:
         return await self._run(lambda: _flows.settle(self.dialect, job_id, settlement))  # type: ignore[no-any-return]
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
-        return await self._run(lambda: _flows.list_jobs(self.dialect, query), write=False)  # type: ignore[no-any-return]
+        return await self._run(lambda: _flows.list_jobs(self.dialect, query), transaction=False)  # type: ignore[no-any-return]
 
     async def list_statuses(self, query: JobQuery) -> StatusPage:
-        return await self._run(lambda: _flows.list_statuses(self.dialect, query), write=False)  # type: ignore[no-any-return]
+        return await self._run(lambda: _flows.list_statuses(self.dialect, query), transaction=False)  # type: ignore[no-any-return]
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         return await self._run(  # type: ignore[no-any-return]
-            lambda: _flows.purge(self.dialect, request), write=not request.dry_run
+            lambda: _flows.purge(self.dialect, request), transaction=not request.dry_run
         )
 
     async def close(self) -> None:

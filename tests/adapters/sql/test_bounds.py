@@ -51,7 +51,7 @@ def _read_sync(engine: Engine, server: str) -> tuple[str, ...]:
 async def _read_async(store: AsyncSqlStore, server: str) -> list[tuple[str, ...]]:
     try:
         seen = []
-        for engine in {store.engine, store._reads}:
+        for engine in {store.engine, store._autocommit}:
             async with engine.connect() as conn:
                 seen.append(tuple((await conn.execute(text(_READ_BACK[server]))).one()))
         return seen
@@ -67,7 +67,7 @@ def test_each_session_gets_the_bounds_of_the_url_or_the_defaults(
     url = _with(request.getfixturevalue(f"{server}_url"), options)
     store = SqlStore(url)
     try:
-        for engine in {store.engine, store._reads}:  # MariaDB reads have an engine of their own
+        for engine in {store.engine, store._autocommit}:  # MariaDB: an autocommit engine too
             assert _read_sync(engine, server) == expected[server]
     finally:
         store.close()
