@@ -36,6 +36,7 @@ from rill_executor.store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
 )
@@ -122,6 +123,9 @@ class BlockingStore:
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self.portal.call(self.store.list_jobs(query))
+
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        return self.portal.call(self.store.list_statuses(query))
 
     def purge(self, request: PurgeRequest) -> PurgePage:
         return self.portal.call(self.store.purge(request))
