@@ -73,6 +73,20 @@ def cluster_url(redis_cluster: RedisCluster) -> str:
     return with_query(redis_cluster.url, QUIET)
 
 
+@pytest.fixture(params=["standalone", "cluster"])
+def flushable(
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[str, redis.Redis | redis.cluster.RedisCluster]]:
+    """(store URL, a client for the test's own commands) of a deployment a test may send
+    ``SCRIPT FLUSH``: a server of its own (the command is server-wide), or the test Cluster."""
+    if request.param == "cluster":
+        yield request.getfixturevalue("cluster_url"), request.getfixturevalue("cluster_admin")
+        return
+    server = request.getfixturevalue("private_redis")
+    with server.client() as admin:
+        yield with_query(server.url, QUIET), admin
+
+
 @pytest.fixture
 def cluster_admin(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCluster]:
     """A plain redis-py Cluster client on the test cluster, for the test's own commands."""

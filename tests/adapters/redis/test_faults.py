@@ -155,19 +155,12 @@ def test_script_flush_on_the_cluster(
         assert isinstance(replay, Replay) and replay.result() == key
 
 
-@pytest.mark.parametrize("where", ["standalone", "cluster"])
 def test_a_listing_of_whole_jobs_after_script_flush_loads_its_script(
-    make_store: MakeStore, request: pytest.FixtureRequest, where: str
+    make_store: MakeStore, flushable: tuple[str, redis.Redis | redis.cluster.RedisCluster]
 ) -> None:
     """``list_statuses`` reads jobs with status.lua, pipelined on a standalone server, one
     call a job on a Cluster: after a SCRIPT FLUSH, either way, it loads the script again."""
-    admin: redis.Redis | redis.cluster.RedisCluster
-    if where == "standalone":  # a server of the test's own: SCRIPT FLUSH is server-wide
-        server = request.getfixturevalue("private_redis")
-        url, admin = with_query(server.url, QUIET), server.client()
-    else:
-        url = request.getfixturevalue("cluster_url")
-        admin = request.getfixturevalue("cluster_admin")
+    url, admin = flushable
     store = make_store(url)
     ledger = _ledger(store)
     keys = [f"seg-{i}" for i in range(12)]  # spread over the three masters
