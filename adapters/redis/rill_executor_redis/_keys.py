@@ -28,7 +28,7 @@ import re
 
 from rill_executor.store import StoreProtocolError
 
-__all__ = ["IDENTITY", "PREFIX", "job_keys", "outbox_keys"]
+__all__ = ["IDENTITY", "PREFIX", "job_id_of", "job_keys", "outbox_keys"]
 
 PREFIX = "rill"
 IDENTITY = f"{PREFIX}:store-id"
@@ -45,6 +45,12 @@ def job_keys(job_id: str) -> tuple[str, str]:
         )
     tag = "{" + job_id + "}"
     return f"{PREFIX}:{tag}:job", f"{PREFIX}:{tag}:attempts"
+
+
+def job_id_of(record_key: bytes | str) -> str:
+    """The job id in a record key name a ``SCAN`` found: ``rill:{<job_id>}:job``."""
+    name = record_key.decode() if isinstance(record_key, bytes) else str(record_key)
+    return name[len(PREFIX) + 2 : -len("}:job")]
 
 
 def outbox_keys(namespace: str) -> tuple[str, str]:

@@ -31,7 +31,7 @@ from rill_executor.store import (
     listed,
 )
 
-from ._keys import PREFIX
+from ._keys import PREFIX, job_id_of
 from ._rows import job_from_fields, status_from
 
 __all__ = ["MATCH", "STEP", "Scan", "scan_reply", "time_reply"]
@@ -81,7 +81,7 @@ class Scan:
         """What one step found: the next SCAN cursor, the keys and their HMGET replies."""
         self.now = max(self.now, now)
         for key, fields in zip(keys, values, strict=True):
-            job_id = _text(key)[len(PREFIX) + 2 : -len("}:job")]
+            job_id = job_id_of(key)
             if fields[0] is None:  # expired between the SCAN and the read
                 continue
             job = job_from_fields(job_id, [None if v is None else _text(v) for v in fields])
@@ -94,7 +94,7 @@ class Scan:
         ``status.lua`` replies (each judged on its own read's time)."""
         self.now = max(self.now, now)
         for key, reply in zip(keys, replies, strict=True):
-            found = status_from(_text(key)[len(PREFIX) + 2 : -len("}:job")], reply)
+            found = status_from(job_id_of(key), reply)
             if found is None:  # expired between the SCAN and the read
                 continue
             if listed(found.job, self.query, found.now):

@@ -28,7 +28,7 @@ from typing import Any
 
 from rill_executor.store import PurgePage, PurgeRequest, StoreProtocolError, UsageError
 
-from ._keys import PREFIX
+from ._keys import job_id_of
 from ._scripts import pack
 
 __all__ = ["Purge", "purge_args"]
@@ -106,7 +106,7 @@ class Purge:
         """What one ``SCAN`` step found: the next cursor and the job keys."""
         self.looked += len(keys)
         self.steps += 1
-        ids = (_text(key)[len(PREFIX) + 2 : -len("}:job")] for key in keys)
+        ids = (job_id_of(key) for key in keys)
         self.waiting = list(dict.fromkeys(ids))  # SCAN may return a key twice
         if cursor == 0:
             self.node, self.cursor = self.node + 1, 0

@@ -4,7 +4,8 @@ Every operation is one ``EVALSHA`` of its Lua script: one round trip, atomic on 
 judged on the server's clock. After a ``NOSCRIPT`` (a ``SCRIPT FLUSH``, a restart, a
 failover to a node that never saw it) the store loads the script (on every primary of a
 Cluster) and sends the ``EVALSHA`` once more. The twins share the arguments they send
-(``_scripts``) and the reply decoding (``_rows``); only the I/O differs.
+(``_scripts``), the reply decoding (``_rows``) and the operations of more than one call
+(``_flows``: listing, purge, the outbox on a Cluster); only the I/O differs.
 
 On a plain standalone client the ``EVALSHA`` goes out on the store's own connections
 (``_wire``: framed once, its reply read straight from the socket). On any other client,
@@ -22,11 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis.asyncio.cluster
 import redis.cluster
-from redis.exceptions import NoScriptError
 
 from rill_executor import StoreUnavailable
 from rill_executor.store import (
@@ -45,35 +46,21 @@ from rill_executor.store import (
     StoreStatus,
 )
 
+from . import _flows
 from ._client import AsyncClient, SyncClient, async_client, sync_client
 from ._deployment import Deployment, Durability, aprobe, enforce, probe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
-from ._keys import IDENTITY, PREFIX, job_keys, outbox_keys
-from ._listing import MATCH, STEP, Scan, scan_reply, time_reply
-from ._outbox import ClusterPass, new_token, settled_update
-from ._purge import Purge, purge_args
-from ._rows import (
-    FIELD_NAMES,
-    answer_from,
-    claimed_from,
-    finished_from,
-    job_notices_from,
-    leased_from,
-    settled_from,
-    status_from,
-)
+from ._keys import IDENTITY, job_keys
+from ._rows import answer_from, claimed_from, finished_from, status_from
 from ._scripts import (
     Op,
     claim_args,
     event_args,
     finish_args,
     heartbeat_args,
-    lease_args,
-    pack,
     register_output_args,
     resolve_args,
     script,
-    settle_args,
 )
 from ._url import parse_url
 from ._wire import async_wire_for, command, wire_for
@@ -85,25 +72,16 @@ __all__ = [
     "open_redis_store",
 ]
 
+T = TypeVar("T")
 
-def _scan_nodes(client: object) -> list[Any]:
-    """What a scan goes through: a Cluster's primaries in a stable order (a cursor names
-    one by its place), or one ``None`` for a standalone server."""
+
+def _nodes(client: object) -> _flows.Nodes:
+    """What a scan goes through (a Cluster's primaries, by name: a cursor names one by its
+    place); on an asyncio Cluster client, once its slot map is loaded."""
     if isinstance(client, redis.cluster.RedisCluster | redis.asyncio.cluster.RedisCluster):
         primaries: list[Any] = client.get_primaries()
-        return sorted(primaries, key=lambda n: n.name)
-    return [None]
-
-
-def _job_id(key: Any) -> str:
-    """The job id of a job key a SCAN found: ``rill:{<job_id>}:job``."""
-    record = key.decode() if isinstance(key, bytes) else str(key)
-    return record[len(PREFIX) + 2 : -len("}:job")]
-
-
-def _whole_keys(key: Any) -> tuple[str, str]:
-    """The (record, history) keys of a job key a SCAN found."""
-    return job_keys(_job_id(key))
+        return _flows.Nodes(tuple(sorted(primaries, key=lambda n: n.name)))
+    return _flows.Nodes()
 
 
 class RedisStore:
@@ -165,13 +143,10 @@ class RedisStore:
             return probe(self.client, self.where)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
-        job_id, token = request.job_id, ""
-        if request.watch is not None and not self._indexed:  # see _outbox
-            token = new_token()
-            keys = outbox_keys(request.namespace)
-            self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
-        args = claim_args(request, token, indexed=self._indexed)
-        return claimed_from(request, self._run(Op.CLAIM, job_id, *args))
+        if request.watch is not None and not self._indexed:  # the outbox index first
+            return _flows.drive(_flows.watched_claim(request), self._perform)
+        args = claim_args(request, indexed=self._indexed)
+        return claimed_from(request, self._run(Op.CLAIM, request.job_id, *args))
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -196,133 +171,31 @@ class RedisStore:
         return bool(self._run(Op.EVENT, job_id, event_args(event)) == 1)
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
-        keys = outbox_keys(namespace)
-        if self._indexed:
-            reply = self._eval(Op.LEASE, keys[:1], lease_args(owner, lease_us, limit))
-            return leased_from(namespace, reply)
-        run = ClusterPass(owner, lease_us, limit)
-        while True:
-            for job_id, score in run.candidates(self._eval(Op.OUTBOX_DUE, keys, run.due_args())):
-                if run.full:
-                    break
-                reply = self._run(Op.LEASE_JOB, job_id, run.job_args())
-                run.add(job_id, score, job_notices_from(job_id, reply))
-            if (update := run.update_args()) is not None:
-                self._eval(Op.OUTBOX_UPDATE, keys, update)
-            if run.done or run.full:
-                return run.batch()
+        flow = _flows.lease_notices(namespace, owner, lease_us, limit, indexed=self._indexed)
+        return _flows.drive(flow, self._perform)
 
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
-        args = settle_args(settlement, indexed=self._indexed)
-        namespace, job = settled_from(job_id, self._run(Op.SETTLE, job_id, args))
-        if namespace is not None and not self._indexed:  # see _outbox
-            keys = outbox_keys(namespace)
-            self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
-        return namespace is not None
+        flow = _flows.settle_notice(job_id, settlement, indexed=self._indexed)
+        return _flows.drive(flow, self._perform)
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         """Scans (see ``_listing``): per step one ``SCAN`` and one pipelined read."""
-        client = self.client
-        cluster = isinstance(client, redis.cluster.RedisCluster)
-        with wrap_errors("list jobs", self.where):
-            nodes = _scan_nodes(client)
-            scan = Scan(query, len(nodes))
-            while (step := scan.step()) is not None:
-                node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                cursor, keys = scan_reply(
-                    self.client.scan(step[1], match=MATCH, count=STEP, **node)
-                )
-                pipe = self.client.pipeline(transaction=False)
-                if not cluster:
-                    pipe.time()
-                for key in keys:
-                    pipe.hmget(key, FIELD_NAMES)
-                replies = pipe.execute()
-                now = self.client.time(**node) if cluster else replies.pop(0)
-                scan.add(cursor, keys, replies, time_reply(now))
-        return scan.page()
+        return self._scan("list jobs", lambda nodes: _flows.list_jobs(query, nodes))
 
     def list_statuses(self, query: JobQuery) -> StatusPage:
-        """Scans as ``list_jobs``; per step one ``SCAN`` and one pipeline of ``status.lua``
-        (a Cluster client pipelines no script: there, one ``status.lua`` a job)."""
-        client = self.client
-        cluster = isinstance(client, redis.cluster.RedisCluster)
-        with wrap_errors("list statuses", self.where):
-            nodes = _scan_nodes(client)
-            scan = Scan(query, len(nodes))
-            while (step := scan.step()) is not None:
-                node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                cursor, keys = scan_reply(client.scan(step[1], match=MATCH, count=STEP, **node))
-                if cluster:
-                    replies = [self._run(Op.STATUS, _job_id(key)) for key in keys]
-                    now = client.time(**node)
-                else:
-                    now, *replies = self._statuses(keys, query.namespace)
-                scan.add_whole(cursor, keys, replies, time_reply(now))
-        return scan.status_page()
-
-    def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
-        """``TIME``, then ``status.lua`` on each job key, answering only ``namespace``'s
-        jobs whole: one pipelined round trip."""
-        lua = script(Op.STATUS)
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.time()
-            for key in keys:
-                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
-            try:
-                return pipe.execute()
-            except NoScriptError:  # flushed, restarted, failed over: load it, send again
-                self.client.script_load(lua.source)
-        raise StoreUnavailable(f"{self.where}: the status script could not be loaded")
+        """Scans as ``list_jobs``, each job read whole (``status.lua``)."""
+        return self._scan(
+            "list statuses", lambda nodes: _flows.list_statuses(query, nodes, self.where)
+        )
 
     def purge(self, request: PurgeRequest) -> PurgePage:
         """Scans (see ``_purge``): per step one ``SCAN``, then ``purge.lua`` on what it found."""
-        client = self.client
-        cluster = isinstance(client, redis.cluster.RedisCluster)
-        args = purge_args(request, indexed=self._indexed)
-        index = outbox_keys(request.namespace)
-        with wrap_errors("purge", self.where):
-            nodes = _scan_nodes(client)
-            run = Purge(request, len(nodes))
-            while True:
-                if batch := run.batch():
-                    run.add(batch, self._purge(batch, args))
-                    if (update := run.outbox_update()) is not None:
-                        self._eval(Op.OUTBOX_UPDATE, index, update)
-                elif (step := run.step()) is not None:
-                    node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                    reply = client.scan(step[1], match=MATCH, count=step[2], **node)
-                    run.scanned(*scan_reply(reply))
-                else:
-                    return run.page(0 if run.now else time_reply(client.time()))
+        return self._scan("purge", lambda nodes: _flows.purge(request, nodes))
 
-    def _purge(self, job_ids: list[str], args: bytes) -> list[Any]:
-        """``purge.lua`` on ``job_ids``: one call on a standalone server, one per job
-        (pipelined) on a Cluster; a script the server does not know is loaded and sent again
-        (a purge checks everything again, so a second run changes nothing twice)."""
-        lua = script(Op.PURGE)
-        if self._indexed:
-            keys = [key for job_id in job_ids for key in job_keys(job_id)]
-            try:
-                return [self.client.evalsha(lua.sha, len(keys), *keys, args)]
-            except NoScriptError:
-                self.client.script_load(lua.source)
-                return [self.client.evalsha(lua.sha, len(keys), *keys, args)]
-        replies: list[Any] = [None] * len(job_ids)
-        todo = list(range(len(job_ids)))
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            for i in todo:
-                # redis-py refuses pipe.evalsha on a Cluster; the command routes by its keys
-                pipe.execute_command("EVALSHA", lua.sha, 2, *job_keys(job_ids[i]), args)
-            for i, reply in zip(todo, pipe.execute(raise_on_error=False), strict=True):
-                replies[i] = reply
-            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
-            if not todo:
-                break
-            self.client.script_load(lua.source)
-        return _raised(replies)
+    def _scan(self, doing: str, flow: Callable[[_flows.Nodes], _flows.Flow[T]]) -> T:
+        """A flow that scans the store's nodes, what the client raises translated."""
+        with wrap_errors(doing, self.where):
+            return _flows.drive(flow(_nodes(self.client)), self._perform)
 
     def close(self) -> None:
         if self._wire is not None:
@@ -331,30 +204,23 @@ class RedisStore:
 
     def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
         """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        return self._eval(op, job_keys(job_id), args, job_id)
+
+    def _eval(self, op: Op, keys: tuple[str, ...], args: tuple[bytes, ...], job_id: str) -> Any:
+        """As ``_run``, on any keys (a namespace's outbox index too)."""
         lua = script(op)
-        keys = job_keys(job_id)
         try:
             if (wire := self._wire) is not None:
                 return wire.script(command(lua.sha_bytes, keys, args), lua.source)
-            try:
-                return self.client.evalsha(lua.sha, 2, *keys, *args)
-            except NoScriptError:  # flushed, restarted, failed over: load it, send again
-                self.client.script_load(lua.source)
-                return self.client.evalsha(lua.sha, 2, *keys, *args)
+            return _flows.drive(_flows.evalsha(lua, keys, args), self._perform)
         except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
 
-    def _eval(self, op: Op, keys: tuple[str, ...], args: bytes, job_id: str = "") -> Any:
-        """As ``_run``, on other keys (a namespace's outbox index)."""
-        lua = script(op)
-        with wrap_errors(op.value, self.where, job_id):
-            if (wire := self._wire) is not None:
-                return wire.script(command(lua.sha_bytes, keys, (args,)), lua.source)
-            try:
-                return self.client.evalsha(lua.sha, len(keys), *keys, args)
-            except NoScriptError:
-                self.client.script_load(lua.source)
-                return self.client.evalsha(lua.sha, len(keys), *keys, args)
+    def _perform(self, action: _flows.Action) -> Any:
+        """One action of a flow: a script through ``_eval``, a call on the client."""
+        if isinstance(action, _flows.Eval):
+            return self._eval(action.op, action.keys, action.args, action.job_id)
+        return action.send(self.client)
 
     def __repr__(self) -> str:
         return f"<RedisStore {self.where}>"
@@ -437,13 +303,10 @@ class AsyncRedisStore:
             enforce(await self.deployment(), policy, self.where)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
-        job_id, token = request.job_id, ""
-        if request.watch is not None and not self._indexed:  # see _outbox
-            token = new_token()
-            keys = outbox_keys(request.namespace)
-            await self._eval(Op.OUTBOX_WATCH, keys, pack(job_id, token), job_id)
-        args = claim_args(request, token, indexed=self._indexed)
-        return claimed_from(request, await self._run(Op.CLAIM, job_id, *args))
+        if request.watch is not None and not self._indexed:  # the outbox index first
+            return await _flows.drive_async(_flows.watched_claim(request), self._perform)
+        args = claim_args(request, indexed=self._indexed)
+        return claimed_from(request, await self._run(Op.CLAIM, request.job_id, *args))
 
     async def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
         reply = await self._run(Op.HEARTBEAT, ref.job_id, heartbeat_args(ref, lease_us))
@@ -471,134 +334,33 @@ class AsyncRedisStore:
     async def lease_notices(
         self, namespace: str, owner: str, lease_us: int, limit: int
     ) -> NoticeBatch:
-        keys = outbox_keys(namespace)
-        if self._indexed:
-            reply = await self._eval(Op.LEASE, keys[:1], lease_args(owner, lease_us, limit))
-            return leased_from(namespace, reply)
-        run = ClusterPass(owner, lease_us, limit)
-        while True:
-            due = await self._eval(Op.OUTBOX_DUE, keys, run.due_args())
-            for job_id, score in run.candidates(due):
-                if run.full:
-                    break
-                reply = await self._run(Op.LEASE_JOB, job_id, run.job_args())
-                run.add(job_id, score, job_notices_from(job_id, reply))
-            if (update := run.update_args()) is not None:
-                await self._eval(Op.OUTBOX_UPDATE, keys, update)
-            if run.done or run.full:
-                return run.batch()
+        flow = _flows.lease_notices(namespace, owner, lease_us, limit, indexed=self._indexed)
+        return await _flows.drive_async(flow, self._perform)
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
-        args = settle_args(settlement, indexed=self._indexed)
-        namespace, job = settled_from(job_id, await self._run(Op.SETTLE, job_id, args))
-        if namespace is not None and not self._indexed:  # see _outbox
-            keys = outbox_keys(namespace)
-            await self._eval(Op.OUTBOX_UPDATE, keys, settled_update(job_id, job), job_id)
-        return namespace is not None
+        flow = _flows.settle_notice(job_id, settlement, indexed=self._indexed)
+        return await _flows.drive_async(flow, self._perform)
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
-        if not self._mapped:
-            await self._map_slots()
-        client = self.client
-        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
-        with wrap_errors("list jobs", self.where):
-            nodes = _scan_nodes(client)
-            scan = Scan(query, len(nodes))
-            while (step := scan.step()) is not None:
-                node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                reply = await client.scan(step[1], match=MATCH, count=STEP, **node)
-                cursor, keys = scan_reply(reply)
-                pipe = client.pipeline(transaction=False)
-                if not cluster:
-                    pipe.time()
-                for key in keys:
-                    pipe.hmget(key, FIELD_NAMES)
-                replies = await pipe.execute()
-                now = await client.time(**node) if cluster else replies.pop(0)
-                scan.add(cursor, keys, replies, time_reply(now))
-        return scan.page()
+        """As ``RedisStore.list_jobs``."""
+        return await self._scan("list jobs", lambda nodes: _flows.list_jobs(query, nodes))
 
     async def list_statuses(self, query: JobQuery) -> StatusPage:
         """As ``RedisStore.list_statuses``."""
-        if not self._mapped:
-            await self._map_slots()
-        client = self.client
-        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
-        with wrap_errors("list statuses", self.where):
-            nodes = _scan_nodes(client)
-            scan = Scan(query, len(nodes))
-            while (step := scan.step()) is not None:
-                node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                reply = await client.scan(step[1], match=MATCH, count=STEP, **node)
-                cursor, keys = scan_reply(reply)
-                if cluster:
-                    replies = [await self._run(Op.STATUS, _job_id(key)) for key in keys]
-                    now = await client.time(**node)
-                else:
-                    now, *replies = await self._statuses(keys, query.namespace)
-                scan.add_whole(cursor, keys, replies, time_reply(now))
-        return scan.status_page()
-
-    async def _statuses(self, keys: list[Any], namespace: str) -> list[Any]:
-        lua = script(Op.STATUS)
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.time()
-            for key in keys:
-                pipe.evalsha(lua.sha, 2, *_whole_keys(key), namespace)
-            try:
-                return await pipe.execute()
-            except NoScriptError:  # flushed, restarted, failed over: load it, send again
-                await self.client.script_load(lua.source)
-        raise StoreUnavailable(f"{self.where}: the status script could not be loaded")
+        return await self._scan(
+            "list statuses", lambda nodes: _flows.list_statuses(query, nodes, self.where)
+        )
 
     async def purge(self, request: PurgeRequest) -> PurgePage:
         """As ``RedisStore.purge``."""
+        return await self._scan("purge", lambda nodes: _flows.purge(request, nodes))
+
+    async def _scan(self, doing: str, flow: Callable[[_flows.Nodes], _flows.Flow[T]]) -> T:
+        """As ``RedisStore._scan``, once the client has its slot map (the nodes come from it)."""
         if not self._mapped:
             await self._map_slots()
-        client = self.client
-        cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
-        args = purge_args(request, indexed=self._indexed)
-        index = outbox_keys(request.namespace)
-        with wrap_errors("purge", self.where):
-            nodes = _scan_nodes(client)
-            run = Purge(request, len(nodes))
-            while True:
-                if batch := run.batch():
-                    run.add(batch, await self._purge(batch, args))
-                    if (update := run.outbox_update()) is not None:
-                        await self._eval(Op.OUTBOX_UPDATE, index, update)
-                elif (step := run.step()) is not None:
-                    node = {"target_nodes": nodes[step[0]]} if cluster else {}
-                    reply = await client.scan(step[1], match=MATCH, count=step[2], **node)
-                    run.scanned(*scan_reply(reply))
-                else:
-                    return run.page(0 if run.now else time_reply(await client.time()))
-
-    async def _purge(self, job_ids: list[str], args: bytes) -> list[Any]:
-        """As ``RedisStore._purge``."""
-        lua = script(Op.PURGE)
-        if self._indexed:
-            keys = [key for job_id in job_ids for key in job_keys(job_id)]
-            try:
-                return [await self.client.evalsha(lua.sha, len(keys), *keys, args)]
-            except NoScriptError:
-                await self.client.script_load(lua.source)
-                return [await self.client.evalsha(lua.sha, len(keys), *keys, args)]
-        replies: list[Any] = [None] * len(job_ids)
-        todo = list(range(len(job_ids)))
-        for _ in range(2):
-            pipe = self.client.pipeline(transaction=False)
-            for i in todo:
-                # redis-py refuses pipe.evalsha on a Cluster; the command routes by its keys
-                pipe.execute_command("EVALSHA", lua.sha, 2, *job_keys(job_ids[i]), args)
-            for i, reply in zip(todo, await pipe.execute(raise_on_error=False), strict=True):
-                replies[i] = reply
-            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
-            if not todo:
-                break
-            await self.client.script_load(lua.source)
-        return _raised(replies)
+        with wrap_errors(doing, self.where):
+            return await _flows.drive_async(flow(_nodes(self.client)), self._perform)
 
     async def close(self) -> None:
         if self._wire is not None:
@@ -607,40 +369,29 @@ class AsyncRedisStore:
 
     async def _run(self, op: Op, job_id: str, *args: bytes) -> Any:
         """One ``EVALSHA`` of ``op``'s script on the job's keys; its errors translated."""
+        return await self._eval(op, job_keys(job_id), args, job_id)
+
+    async def _eval(
+        self, op: Op, keys: tuple[str, ...], args: tuple[bytes, ...], job_id: str
+    ) -> Any:
+        """As ``_run``, on any keys (a namespace's outbox index too)."""
         if self._unchecked is not None:
             await self._check_deferred()
         if not self._mapped:
             await self._map_slots()
         lua = script(op)
-        keys = job_keys(job_id)
         try:
             if (wire := self._wire) is not None:
                 return await wire.script(command(lua.sha_bytes, keys, args), lua.source)
-            try:
-                return await self.client.evalsha(lua.sha, 2, *keys, *args)
-            except NoScriptError:  # flushed, restarted, failed over: load it, send again
-                await self.client.script_load(lua.source)
-                return await self.client.evalsha(lua.sha, 2, *keys, *args)
+            return await _flows.drive_async(_flows.evalsha(lua, keys, args), self._perform)
         except _ASYNC_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
 
-    async def _eval(self, op: Op, keys: tuple[str, ...], args: bytes, job_id: str = "") -> Any:
-        """As ``_run``, on other keys (a namespace's outbox index)."""
-        if self._unchecked is not None:
-            await self._check_deferred()
-        if not self._mapped:
-            await self._map_slots()
-        lua = script(op)
-        try:
-            if (wire := self._wire) is not None:
-                return await wire.script(command(lua.sha_bytes, keys, (args,)), lua.source)
-            try:
-                return await self.client.evalsha(lua.sha, len(keys), *keys, args)
-            except NoScriptError:
-                await self.client.script_load(lua.source)
-                return await self.client.evalsha(lua.sha, len(keys), *keys, args)
-        except _ASYNC_ERRORS as exc:
-            raise translate(exc, op.value, self.where, job_id) from exc
+    async def _perform(self, action: _flows.Action) -> Any:
+        """As ``RedisStore._perform``, awaited."""
+        if isinstance(action, _flows.Eval):
+            return await self._eval(action.op, action.keys, action.args, action.job_id)
+        return await action.send(self.client)
 
     async def _map_slots(self) -> None:
         """A Cluster client's first connection and slot map, made by one call alone."""
@@ -678,14 +429,6 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
     except StoreUnavailable:
         return AsyncRedisStore.from_url(url, deferred=parsed.durability)
     return AsyncRedisStore.from_url(url)
-
-
-def _raised(replies: list[Any]) -> list[Any]:
-    """A pipeline's replies, or the first error among them raised."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 def _text(reply: bytes | str | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import URL, Connection, Engine, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
@@ -42,6 +42,7 @@ from ._loop_end import LoopEndDisposal
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
 T = TypeVar("T")
+E = TypeVar("E", Engine, AsyncEngine)
 _RETRIES = 20
 _DDL_ISOLATION = "SERIALIZABLE"  # a real transaction for migrations, even on autocommit engines
 # Postgres transactions (its engine autocommits): rows locked FOR UPDATE, each statement sees
@@ -148,6 +149,20 @@ def _describe(dialect: SqlDialect, url: Any) -> str:
     return f"{dialect.family} store at {url.render_as_string(hide_password=True)}"
 
 
+def _engines(
+    dialect: SqlDialect, url: URL, make: Callable[..., E], sync_of: Callable[[E], Engine]
+) -> tuple[E, E]:
+    """A store's engine, and its autocommit engine (the reads, MariaDB's claim that writes
+    nothing): one of its own where the dialect has an autocommit pool, sharing outages
+    with the first, else the same."""
+    engine = make(dialect, url)
+    if not dialect.autocommit_pool:
+        return engine, engine
+    autocommit = make(dialect, url, autocommit=True)
+    share_outages(sync_of(engine), sync_of(autocommit))
+    return engine, autocommit
+
+
 def _schema_problem(version: int | None) -> SchemaMissing | None:
     if version is not None and version >= _migrations.SCHEMA_VERSION:
         return None
@@ -178,15 +193,12 @@ class SqlStore:
     """A synchronous SQL store. ``upgrade`` applies missing schema migrations."""
 
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
-        self.dialect, parsed = dialect_of(url)
+        self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
-        self._where = _describe(self.dialect, parsed)
-        self._url = parsed
-        self.engine: Engine = make_sync_engine(self.dialect, parsed)
-        self._autocommit = self.engine
-        if self.dialect.autocommit_pool:
-            self._autocommit = make_sync_engine(self.dialect, parsed, autocommit=True)
-            share_outages(self.engine, self._autocommit)
+        self._where = _describe(self.dialect, self._url)
+        self.engine, self._autocommit = _engines(
+            self.dialect, self._url, make_sync_engine, lambda engine: engine
+        )
         self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
@@ -319,15 +331,12 @@ class AsyncSqlStore:
     or lazily through ``open_async_store`` (the schema is checked on first use)."""
 
     def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
-        self.dialect, parsed = dialect_of(url)
+        self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
-        self._where = _describe(self.dialect, parsed)
-        self._url = parsed
-        self.engine: AsyncEngine = make_async_engine(self.dialect, parsed)
-        self._autocommit = self.engine
-        if self.dialect.autocommit_pool:
-            self._autocommit = make_async_engine(self.dialect, parsed, autocommit=True)
-            share_outages(self.engine.sync_engine, self._autocommit.sync_engine)
+        self._where = _describe(self.dialect, self._url)
+        self.engine, self._autocommit = _engines(
+            self.dialect, self._url, make_async_engine, lambda engine: engine.sync_engine
+        )
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None

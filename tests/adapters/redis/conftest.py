@@ -36,6 +36,7 @@ from rill_executor.store import (
     PurgePage,
     PurgeRequest,
     Resolution,
+    StatusPage,
     StoreAnswer,
     StoreStatus,
 )
@@ -70,6 +71,20 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
 @pytest.fixture(scope="session")
 def cluster_url(redis_cluster: RedisCluster) -> str:
     return with_query(redis_cluster.url, QUIET)
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def flushable(
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[str, redis.Redis | redis.cluster.RedisCluster]]:
+    """(store URL, a client for the test's own commands) of a deployment a test may send
+    ``SCRIPT FLUSH``: a server of its own (the command is server-wide), or the test Cluster."""
+    if request.param == "cluster":
+        yield request.getfixturevalue("cluster_url"), request.getfixturevalue("cluster_admin")
+        return
+    server = request.getfixturevalue("private_redis")
+    with server.client() as admin:
+        yield with_query(server.url, QUIET), admin
 
 
 @pytest.fixture
@@ -122,6 +137,9 @@ class BlockingStore:
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         return self.portal.call(self.store.list_jobs(query))
+
+    def list_statuses(self, query: JobQuery) -> StatusPage:
+        return self.portal.call(self.store.list_statuses(query))
 
     def purge(self, request: PurgeRequest) -> PurgePage:
         return self.portal.call(self.store.purge(request))

@@ -16,7 +16,7 @@ import redis.cluster
 
 from rill_executor import AttemptOutcome, Claim, InProgress, Ledger, Replay, StaleAttempt
 from rill_executor._keys import job_id
-from rill_executor.store import ClaimRequest, StoreUnavailable
+from rill_executor.store import ClaimRequest, JobQuery, StoreUnavailable
 from rill_executor.testing.drill import FaultProxy
 from rill_executor_redis._scripts import Op, source
 from rill_executor_redis.testing import RedisServer
@@ -153,6 +153,28 @@ def test_script_flush_on_the_cluster(
     for key in keys:
         replay = ledger.claim(key)
         assert isinstance(replay, Replay) and replay.result() == key
+
+
+def test_a_listing_of_whole_jobs_after_script_flush_loads_its_script(
+    make_store: MakeStore, flushable: tuple[str, redis.Redis | redis.cluster.RedisCluster]
+) -> None:
+    """``list_statuses`` reads jobs with status.lua, pipelined on a standalone server, one
+    call a job on a Cluster: after a SCRIPT FLUSH, either way, it loads the script again."""
+    url, admin = flushable
+    store = make_store(url)
+    ledger = _ledger(store)
+    keys = [f"seg-{i}" for i in range(12)]  # spread over the three masters
+    for claim in _claims(ledger, keys):
+        claim.commit(claim.key)
+    admin.script_flush()
+    found: dict[str, str | None] = {}  # SCAN may return a key twice
+    after = None
+    for _ in range(100):  # a page a SCAN step: a few on a Cluster's three nodes
+        page = store.list_statuses(JobQuery(namespace=ledger.namespace, after=after))
+        found |= {status.job.key: status.job.result for status in page.statuses}
+        if (after := page.cursor) is None:
+            break
+    assert found == {key: f'"{key}"' for key in keys}
 
 
 def test_killed_connection_recovers_on_the_next_operation(

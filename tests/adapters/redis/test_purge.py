@@ -20,7 +20,7 @@ from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore, job_keys
 from rill_executor_redis._keys import outbox_keys
 
-from .conftest import QUIET, AnyStore, BlockingStore, with_query
+from .conftest import AnyStore, BlockingStore
 
 MakeStore = Callable[[str], AnyStore]
 Admin = redis.Redis | redis.cluster.RedisCluster
@@ -223,17 +223,10 @@ def test_a_cursor_this_store_never_returned_is_refused(
     )
 
 
-@pytest.mark.parametrize("where", ["standalone", "cluster"])
 def test_a_purge_after_script_flush_loads_its_script_and_deletes_once(
-    make_store: MakeStore, request: pytest.FixtureRequest, where: str
+    make_store: MakeStore, flushable: tuple[str, Admin]
 ) -> None:
-    admin: Admin
-    if where == "standalone":  # a server of the test's own: SCRIPT FLUSH is server-wide
-        server = request.getfixturevalue("private_redis")
-        url, admin = with_query(server.url, QUIET), server.client()
-    else:
-        url = request.getfixturevalue("cluster_url")
-        admin = request.getfixturevalue("cluster_admin")
+    url, admin = flushable
     ledger = _ledger(make_store(url))
     claims = [ledger.claim(f"k{n}") for n in range(12)]  # on every primary of a Cluster
     for claim in claims:
