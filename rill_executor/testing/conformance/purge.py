@@ -208,16 +208,17 @@ class Purge(KitBase):
     def test_a_key_claimed_after_its_purge_continues_its_fences(
         self, driver: LedgerDriver, namespace: str
     ) -> None:
-        # A purged key keeps its fence for one retention: long enough here that a loaded
-        # machine's claim after the purge still finds it.
-        ledger = driver.ledger(namespace, lease=0.2, retention=1.5)
+        # A purged key keeps its fence for one retention (a dangling one's: dangling_after),
+        # from the purge: seconds here, so that a loaded machine's claim after the purge
+        # still finds it.
+        ledger = driver.ledger(namespace, lease=0.2, retention=3.0)
         ledger.claim("k").fail("flaky", retryable=True)
         second = ledger.claim("k")
         assert is_claim(second) and second.fence == 2
         second.commit("done")
         self._dead(ledger, "dangling")  # fence 1, its owner dies
-        time.sleep(1.7)
-        purged = self._purge_all(ledger, dangling_after=1.0)[0]
+        time.sleep(3.2)
+        purged = self._purge_all(ledger, dangling_after=2.5)[0]
         self._finished_purged(purged - 1, 1)  # and the dangling one
         assert ledger.status("k") is None and ledger.status("dangling") is None
         third = ledger.claim("k")
@@ -227,8 +228,8 @@ class Purge(KitBase):
         with pytest.raises(StaleAttempt):  # the old owner's fence stays superseded
             second.commit("late")
         third.commit("again")
-        time.sleep(1.7)
-        assert self._purge_all(ledger, dangling_after=1.0)[0] >= 1  # the heir died too
+        time.sleep(3.2)
+        assert self._purge_all(ledger, dangling_after=2.5)[0] >= 1  # the heir died too
         fourth = ledger.claim("k")
         assert is_claim(fourth) and fourth.fence == 4
         assert ledger.claim("dangling").fence == 3
