@@ -5,13 +5,15 @@
 # `make bench-audit` audits 1,000,000 records on each, paged and one read a job (AUDIT_ARGS).
 # `make bench-scale` times claim, replay and status with 10k, 1M and 10M jobs stored (SCALE_ARGS).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
+# `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
+# executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale transcode
+.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale bench-rillflow transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,3 +54,7 @@ bench-audit: $(VENV)/.installed
 
 bench-scale: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_scale.py $(SCALE_ARGS)
+
+bench-rillflow: $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-bench.txt
+	$(BIN)/python benchmarks/bench_rillflow.py --runs 3 --redis-url $(BENCH_REDIS) $(RILLFLOW_ARGS)
