@@ -743,7 +743,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arms", default="sample,redis,postgres")
     parser.add_argument("--patterns", default="async,sync")
     parser.add_argument("--duration", type=float, default=5.0, help="seconds of one window")
-    parser.add_argument("--warmup", type=float, default=1.0, help="untimed, before each")
+    parser.add_argument("--warmup", type=float, default=2.0, help="untimed, before each")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
