@@ -47,6 +47,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -313,25 +314,28 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def make_clients(n: int) -> list[httpx.AsyncClient]:
+    """A client per sender: httpcore checks every connection of its pool on each request,
+    which would make one pool of 64 connections cost more than the servers. Made once, with
+    one SSL context (httpx loads the CA bundle for each client it makes a context for)."""
+    context = ssl.create_default_context()
+    timeout = httpx.Timeout(10.0)
+    return [httpx.AsyncClient(timeout=timeout, trust_env=False, verify=context) for _ in range(n)]
+
+
 async def drive(
     receiver: Receiver,
+    clients: list[httpx.AsyncClient],
     task_url: str,
     phase: Phase,
     tag: str,
-    concurrency: int,
     until: float,
     timed_from: float,
 ) -> None:
-    """``concurrency`` senders, one task in flight each, until ``until``; a task that ends
-    in the window from ``timed_from`` to ``until`` counts."""
+    """A sender per client, one task in flight each, until ``until``; a task that ends in
+    the window from ``timed_from`` to ``until`` counts."""
     numbers = iter(range(1 << 62))
     asynchronous = phase.pattern == "async"
-
-    async def sender() -> None:
-        # A client (one connection) per sender: httpcore checks every connection of its pool
-        # on each request, which would make a shared pool of 64 cost more than the servers.
-        async with httpx.AsyncClient(timeout=httpx.Timeout(10.0), trust_env=False) as client:
-            await send(client)
 
     async def send(client: httpx.AsyncClient) -> None:
         while (start := time.monotonic()) < until:
@@ -378,20 +382,23 @@ async def drive(
                 if asynchronous:
                     phase.acks.append(answered - start)
 
-    await asyncio.gather(*(sender() for _ in range(concurrency)))
+    await asyncio.gather(*(send(client) for client in clients))
 
 
 async def measure(
-    server: Server, receiver: Receiver, phase: Phase, args: argparse.Namespace, label: str
+    server: Server,
+    receiver: Receiver,
+    clients: list[httpx.AsyncClient],
+    phase: Phase,
+    args: argparse.Namespace,
+    label: str,
 ) -> None:
     """Warm up, then time one window of a pattern on a running server, added to ``phase``."""
     task_url = f"{server.url}{server.arm.path}"
     tag = f"{uuid.uuid4().hex[:8]}{server.arm.name[0]}{phase.pattern[0]}"
     timed_from = time.monotonic() + args.warmup
     until = timed_from + args.duration
-    load = asyncio.create_task(
-        drive(receiver, task_url, phase, tag, args.concurrency, until, timed_from)
-    )
+    load = asyncio.create_task(drive(receiver, clients, task_url, phase, tag, until, timed_from))
     await asyncio.sleep(max(0.0, timed_from - time.monotonic()))
     profilers = start_profilers(server, args, label)
     before, commits = _cpu(server, receiver), await asyncio.to_thread(committed, server, args)
@@ -411,7 +418,7 @@ async def measure(
 
 def committed(server: Server, args: argparse.Namespace) -> int | None:
     """PostgreSQL: the transactions its database has committed so far (any client's)."""
-    if server.arm.name != "postgres":
+    if server.arm.store != "postgres":
         return None
     from sqlalchemy import create_engine, text
 
@@ -563,7 +570,7 @@ def _library(frame: str) -> str:
 
 def prepare_store(arm: Arm, url: str) -> str:
     """The store URL the executor is given (the PostgreSQL schema installed)."""
-    if arm.name == "postgres":
+    if arm.store == "postgres":
         from rill_executor_sql import SqlStore
 
         SqlStore(url, upgrade=True).close()
@@ -574,7 +581,7 @@ def prepare_store(arm: Arm, url: str) -> str:
 
 
 def clean_store(arm: Arm, url: str, namespace: str) -> None:
-    if arm.name != "postgres":
+    if arm.store != "postgres":
         return  # Redis: the jobs expire with their retention (an hour)
     from sqlalchemy import create_engine, text
 
@@ -589,14 +596,14 @@ def describe_stores(args: argparse.Namespace, arms: list[Arm]) -> str:
     parts = []
     for arm in arms:
         with contextlib.suppress(Exception):
-            if arm.name == "redis":
+            if arm.store == "redis":
                 import redis
 
                 with redis.Redis.from_url(args.redis_url) as client:
                     info = client.info()
                     aof = client.config_get("appendonly").get("appendonly")
                 parts.append(f"Redis {info['redis_version']} (appendonly {aof})")
-            elif arm.name == "postgres":
+            elif arm.store == "postgres":
                 from sqlalchemy import create_engine, text
 
                 engine = create_engine(args.postgres_url)
@@ -628,12 +635,13 @@ async def run_once(args: argparse.Namespace, workdir: Path, run: int) -> dict[st
     servers: list[Server] = []
     phases = {(arm.name, pattern): Phase(pattern) for arm in arms for pattern in args.patterns}
     load = os.getloadavg()[0]
+    clients = make_clients(args.concurrency)
     try:
         for arm in arms:
             env = {"SAMPLE_LOG_LEVEL": args.sample_log_level}
             if arm.store is not None:
                 env |= {
-                    "RILL_STORE": prepare_store(arm, urls[arm.name]),
+                    "RILL_STORE": prepare_store(arm, urls[arm.store]),
                     "RILL_NAMESPACE": namespace,
                     "RILL_ENGINES": f"{receiver.url}/flow",
                 }
@@ -644,15 +652,18 @@ async def run_once(args: argparse.Namespace, workdir: Path, run: int) -> dict[st
             for server in servers[shift:] + servers[:shift]:
                 for pattern in args.patterns:
                     label = f"{run}-{server.arm.name}-{pattern}-{round_}"
-                    await measure(server, receiver, phases[server.arm.name, pattern], args, label)
+                    phase = phases[server.arm.name, pattern]
+                    await measure(server, receiver, clients, phase, args, label)
         await asyncio.sleep(args.settle)  # a second callback of any task would come now
     finally:
+        for client in clients:
+            await client.aclose()
         for server in servers:
             server.stop()
         await receiver.stop()
         for arm in arms:
             if arm.store is not None:
-                clean_store(arm, urls[arm.name], namespace)
+                clean_store(arm, urls[arm.store], namespace)
     result: dict[str, Any] = {"load_before": load, "load_after": os.getloadavg()[0], "arms": {}}
     for (name, pattern), phase in phases.items():
         result["arms"].setdefault(name, {})[pattern] = checked(phase, receiver)
