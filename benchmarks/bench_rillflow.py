@@ -278,7 +278,8 @@ class Phase:
     completed: int = 0  # tasks whose callback (async) or answer (sync) came in a window
     latencies: list[float] = field(default_factory=list)  # seconds, dispatch to completion
     acks: list[float] = field(default_factory=list)  # async: dispatch to acknowledgement
-    errors: int = 0  # a dispatch not answered 200, or not answered at all
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)  # by kind
+    # (a dispatch answered with another status than 200, or not answered: the exception)
     missing: int = 0  # an acknowledged async dispatch with no callback in CALLBACK_WAIT
     cpu: collections.Counter[str] = field(default_factory=collections.Counter)  # s, by role
     jiffies: list[int] = field(default_factory=lambda: [0, 0])  # the machine's busy, total
@@ -296,7 +297,8 @@ class Phase:
             "p99_ms": percentile(self.latencies, 0.99) * 1e3,
             "ack_p50_ms": percentile(self.acks, 0.50) * 1e3,
             "ack_p99_ms": percentile(self.acks, 0.99) * 1e3,
-            "errors": self.errors,
+            "errors": sum(self.errors.values()),
+            "error_kinds": dict(self.errors),
             "missing": self.missing,
             "executor_cpu_ms_per_task": self.cpu.get("executor", 0.0) / done * 1e3,
             "cpu_s": dict(self.cpu),
@@ -359,12 +361,12 @@ async def drive(
                     content=body,
                     headers=headers,
                 )
-                ok = answer.status_code == 200
-            except httpx.HTTPError:
-                ok = False
+                failure = None if answer.status_code == 200 else str(answer.status_code)
+            except httpx.HTTPError as exc:
+                failure = type(exc).__name__
             answered = time.monotonic()
-            if not ok:
-                phase.errors += 1
+            if failure is not None:
+                phase.errors[failure] += 1
                 receiver.waiting.pop(execution, None)
                 continue
             phase.dispatched.append(execution)
@@ -708,6 +710,8 @@ def report(run: int, result: dict[str, Any], patterns: list[str]) -> None:
             )
             cpu = ", ".join(f"{k} {v:.1f} s" for k, v in s["cpu_s"].items())
             line = f"      CPU in its {s['seconds']:g} s: {cpu}"
+            if s["errors"]:
+                line += f"; errors: {s['error_kinds']}"
             if s["store_transactions_per_task"] is not None:
                 line += f"; PostgreSQL commits per task {s['store_transactions_per_task']:.1f}"
             print(line)
