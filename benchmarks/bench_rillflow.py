@@ -2,12 +2,13 @@
 
     make bench-rillflow                                  # three runs, both stores
     .venv/bin/python benchmarks/bench_rillflow.py [--arms sample,redis,postgres]
-        [--patterns async,sync] [--duration 10] [--warmup 2] [--concurrency 64]
-        [--workers 2] [--runs 1] [--redis-url redis://127.0.0.1:6379/15]
+        [--patterns async,sync] [--concurrency 64] [--rounds 3] [--duration 5]
+        [--warmup 2] [--workers 2] [--runs 1] [--redis-url redis://127.0.0.1:6379/15]
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
         [--profile DIR] [--json FILE]
 
-Each arm is a uvicorn server with ``--workers`` processes, started as a subprocess:
+Each arm is a uvicorn server with ``--workers`` processes, started as a subprocess, all of
+them served at once:
 
 - ``sample``: Rill Flow's FastAPI sample executor (``rillflow_sample.py``), which persists
   nothing: the baseline;
@@ -15,21 +16,23 @@ Each arm is a uvicorn server with ``--workers`` processes, started as a subproce
   (``rillflow_noop.py``) on that store, callbacks allowed only to the engine's URL
   (``engines=``, as docs/security.md describes).
 
-The engine's side is two parts of this process and one subprocess: a callback receiver (a
-small asyncio HTTP server answering ``/flow/trigger.json`` as the engine does: 200 the first
-time, 500 / 30601 "repeated finish" after) that reports each callback's arrival on a pipe, and
-a load generator (httpx, ``--concurrency`` connections) that sends dispatches with distinct
+The engine's side: a callback receiver, a subprocess (a small asyncio HTTP server answering
+``/flow/trigger.json`` as the engine does: 200 the first time, 500 / 30601 "repeated
+finish" after), reports each callback's arrival on a pipe; the load generator, in this
+process (httpx, a client and connection per sender), sends dispatches with distinct
 execution ids, the engine's headers (``X-Callback-Url`` with ``ts``, ``X-Flow-Server``,
 ``X-Mode: async``) and body (``{"execution_id": …, "id": …}``).
 
 Each of the ``--concurrency`` senders keeps one task in flight: an async task is a dispatch,
 its acknowledgement, then its callback; a sync task is a dispatch and its answer. So the
 rate is what the executor sustains, callbacks included, and a backlog cannot hide in its
-queue. For ``--duration`` seconds after ``--warmup`` untimed ones it counts the tasks
-completed (tasks/s), the dispatch-to-callback time (async) or the dispatch-to-answer time
-(sync), p50 and p99, and the executor's CPU time per task (its worker processes', from
-/proc). Every arm ends with a check: each async dispatch got exactly one callback, each sync
-one none.
+queue. A run is ``--rounds`` rounds; a round times one window of ``--duration`` seconds
+(after ``--warmup`` untimed ones) of each arm and pattern, the arms' order rotated from round
+to round, so that the machine's drift falls on every arm. It counts the tasks completed in
+the windows (tasks/s), the dispatch-to-callback time (async) or the dispatch-to-answer time
+(sync), p50 and p99, the executor's CPU time per task (its processes', from /proc), and on
+PostgreSQL the database's commits per task. Every run ends with a check: each async
+dispatch got exactly one callback, each sync one none.
 
 Prints a table per run, and each store arm's ratio of tasks/s to the sample's in the same run.
 It asserts nothing. Its jobs: on PostgreSQL deleted at the end; on Redis left to expire an
