@@ -7,13 +7,15 @@
 # `make bench-cluster` compares 64 clients' fresh calls on Redis Clusters of 1 and 3 primaries
 # that it starts itself (redis-server on the PATH; CLUSTER_ARGS to change it).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
+# `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
+# executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale bench-cluster transcode
+.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -57,3 +59,7 @@ bench-scale: $(VENV)/.installed
 
 bench-cluster: $(VENV)/.installed
 	$(BIN)/python benchmarks/bench_cluster.py $(CLUSTER_ARGS)
+
+bench-rillflow: $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-bench.txt
+	$(BIN)/python benchmarks/bench_rillflow.py --runs 3 --redis-url $(BENCH_REDIS) $(RILLFLOW_ARGS)
