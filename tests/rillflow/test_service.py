@@ -195,7 +195,8 @@ def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
             service.kill()  # SIGKILL mid-run: no finish, no shutdown
             service.start()
             _ended_once(service, engine, execution, key)
-            assert service.runs() == {key: 2}  # the killed run, and one more
+            # the killed run, and one more
+            assert service.runs() == {key: 2}, service.status(key).json()["attempts"]
             attempts = service.status(key).json()["attempts"]
             assert [a["outcome"] for a in attempts] == ["expired", "succeeded"]
     finally:
