@@ -125,9 +125,12 @@ class HandOffs:
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
         """See ``RillFlowExecutor.hand_off``."""
         running = running_now.get(None)
+        try:
+            claim = current_async_claim()
+        except UsageError:
+            running = None
         if running is None:
             raise UsageError("hand_off() is only available inside a handler mounted with task()")
-        claim = current_async_claim()
         if self.problem is not None:
             raise self.problem
         if self.tokens is None:

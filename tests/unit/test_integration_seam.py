@@ -58,3 +58,15 @@ def test_a_resumed_claim_commits_a_checked_result_and_a_superseded_one_writes_no
         assert status is not None and status.result is None
 
     asyncio.run(scenario())
+
+
+def test_a_hand_off_outside_a_mounted_handler_says_where_it_belongs() -> None:
+    from rill_executor.rillflow import RillFlowExecutor
+
+    async def scenario() -> None:
+        ledger = AsyncLedger("memory://", namespace="seam")
+        executor = RillFlowExecutor(ledger, token_secret="s" * 32)
+        with pytest.raises(UsageError, match="inside a handler mounted with task"):
+            executor.hand_off(60)
+
+    asyncio.run(scenario())
