@@ -148,10 +148,10 @@ class History(KitBase):
     ) -> None:
         first = "00-" + "a1" * 16 + "-" + "b2" * 8 + "-01"
         second = "00-" + "c3" * 16 + "-" + "d4" * 8 + "-00"
-        a = ledger.claim("k", trace=first, lease=0.2)
+        a = ledger.claim("k", trace=first, lease=1.0)  # outlives a loaded machine's next claim
         busy = ledger.claim("k", trace=second)
         assert isinstance(busy, InProgress) and busy.trace == first
-        time.sleep(0.3)
+        time.sleep(1.1)
         b = ledger.claim("k", trace=second)
         assert is_claim(b) and b.fence == a.fence + 1
         b.commit("done")
