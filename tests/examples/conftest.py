@@ -10,21 +10,12 @@ from pathlib import Path
 import boto3
 import pytest
 
-from ..adapters.s3.conftest import REGION, MotoServer
+from ..adapters.s3.conftest import MotoServer, fake_aws_env
 
 
 @pytest.fixture(scope="package")
 def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    nowhere = tmp_path_factory.mktemp("aws") / "absent"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AWS_ACCESS_KEY_ID", "testing")
-        patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        patch.setenv("AWS_DEFAULT_REGION", REGION)
-        patch.setenv("AWS_CONFIG_FILE", str(nowhere))
-        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(nowhere))
-        patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
-            patch.delenv(name, raising=False)
+    with fake_aws_env(tmp_path_factory):
         server = MotoServer(Path(tmp_path_factory.mktemp("moto")) / "moto.log")
         yield server
         server.stop()

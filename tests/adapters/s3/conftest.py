@@ -14,6 +14,7 @@ the AWS config files of the machine are hidden from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -116,8 +117,9 @@ class MotoServer:
                 self.process.wait()
 
 
-@pytest.fixture(scope="package", autouse=True)
-def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+@contextlib.contextmanager
+def fake_aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fake credentials and no AWS configuration of the machine's: boto3 finds nothing else."""
     nowhere = tmp_path_factory.mktemp("aws") / "absent"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AWS_ACCESS_KEY_ID", "testing")
@@ -128,6 +130,12 @@ def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
             patch.delenv(name, raising=False)
+        yield
+
+
+@pytest.fixture(scope="package", autouse=True)
+def aws_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with fake_aws_env(tmp_path_factory):
         yield
 
 
