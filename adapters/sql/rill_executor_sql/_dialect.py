@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +21,14 @@ from rill_executor.store import StoreError
 from ._bounds import Bounds, connect_args, engine_bounds, split_bounds
 from ._packet import watch_packets
 
-__all__ = ["SqlDialect", "dialect_of", "make_async_engine", "make_sync_engine", "share_outages"]
+__all__ = [
+    "SqlDialect",
+    "dialect_of",
+    "make_async_engine",
+    "make_sync_engine",
+    "share_outages",
+    "sqlite_writers",
+]
 
 _NOW = {
     "postgresql": "(extract(epoch FROM now()) * 1000000)::bigint",
@@ -27,7 +36,7 @@ _NOW = {
     "mysql": "CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) AS SIGNED)",
 }
 _SYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "pysqlite", "mysql": "pymysql"}
-_ASYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "aiosqlite", "mysql": "aiomysql"}
+_ASYNC_DRIVER = {"postgresql": "psycopg", "mysql": "aiomysql"}  # SQLite: threads (AsyncSqlStore)
 _EXTRA = {"postgresql": "postgres", "mysql": "mariadb"}
 
 
@@ -51,11 +60,6 @@ class SqlDialect:
         """Whether reads, and a claim's first read, go through an autocommit engine of
         their own (MariaDB)."""
         return self.family == "mysql"
-
-    @property
-    def begin_sql(self) -> str | None:
-        # SQLite: take the write lock up front, so two writers never deadlock on upgrade.
-        return "BEGIN IMMEDIATE" if self.family == "sqlite" else None
 
 
 def _family(url: URL) -> str:
@@ -91,6 +95,20 @@ def _check_sqlite(url: URL) -> None:
             "an in-memory SQLite database is private to one connection; use 'memory://' for"
             " an in-process store or 'sqlite:///path/to/jobs.db' for a file"
         )
+
+
+_WRITERS: dict[str, threading.Lock] = {}
+_WRITERS_GUARD = threading.Lock()
+
+
+def sqlite_writers(url: URL) -> threading.Lock:
+    """The lock this process's writers of one SQLite file take around BEGIN IMMEDIATE ...
+    COMMIT. Waiting here, a writer is woken as soon as the lock is free; waiting in SQLite's
+    busy handler, it polls with sleeps that grow to 100 ms, and under load some writers lose
+    every poll for seconds (a heartbeat past its lease). Only processes poll for the file."""
+    path = os.path.realpath(url.database or "")
+    with _WRITERS_GUARD:
+        return _WRITERS.setdefault(path, threading.Lock())
 
 
 def _autocommit_args() -> dict[str, Any]:
@@ -202,15 +220,12 @@ def make_sync_engine(
 def make_async_engine(
     dialect: SqlDialect, url: URL, *, autocommit: bool = False, migrations: bool = False
 ) -> AsyncEngine:
-    if dialect.family == "sqlite":
-        _check_sqlite(url)
+    """A server's asyncio engine (SQLite is used from asyncio through threads)."""
     bounds, url, args = _bounded(dialect, url, autocommit, migrations, is_async=True)
     with _driver_installed(dialect.family):
         engine = create_async_engine(
             _with_driver(url, dialect.family, _ASYNC_DRIVER[dialect.family]), **args
         )
-    if dialect.family == "sqlite":
-        event.listen(engine.sync_engine, "connect", _sqlite_pragmas(bounds))
     engine_bounds(engine.sync_engine, dialect.family, bounds, is_async=True)
     if dialect.family == "mysql":
         watch_packets(engine.sync_engine)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy import URL, Connection, Engine, text
@@ -35,6 +38,7 @@ from ._dialect import (
     make_async_engine,
     make_sync_engine,
     share_outages,
+    sqlite_writers,
 )
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
@@ -48,6 +52,8 @@ _DDL_ISOLATION = "SERIALIZABLE"  # a real transaction for migrations, even on au
 # Postgres transactions (its engine autocommits): rows locked FOR UPDATE, each statement sees
 # the newest committed rows.
 _TX_ISOLATION = "READ COMMITTED"
+# SQLite: the write lock taken up front, so two writers never deadlock upgrading a read lock.
+_SQLITE_BEGIN = "BEGIN IMMEDIATE"
 
 
 def _drive(conn: Connection, flow: _flows.Flow, step: _flows.Step) -> Any:
@@ -199,21 +205,26 @@ class SqlStore:
         self.engine, self._autocommit = _engines(
             self.dialect, self._url, make_sync_engine, lambda engine: engine
         )
+        self._writers = sqlite_writers(self._url) if self.dialect.family == "sqlite" else None
         self._store_id: str | None = None
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
                 self.upgrade()
                 self.store_id()
             elif check:
-                with wrap_errors(self._where), self.engine.connect() as conn:
-                    problem = _schema_problem(_migrations.installed_version(conn))
-                    if not problem:
-                        self._store_id = _identity(_schema.read_store_id(conn))
-                if problem:
-                    raise problem
+                self.check()
         except BaseException:
             self.close()
             raise
+
+    def check(self) -> None:
+        """Raise ``SchemaMissing`` unless the schema is current; read the store's identity."""
+        with wrap_errors(self._where), self.engine.connect() as conn:
+            problem = _schema_problem(_migrations.installed_version(conn))
+            if not problem:
+                self._store_id = _identity(_schema.read_store_id(conn))
+        if problem:
+            raise problem
 
     def store_id(self) -> str:
         """The store's identity (table ``rill_store``), read once when it opens."""
@@ -231,11 +242,12 @@ class SqlStore:
         try:
             with wrap_errors(self._where), engine.connect() as conn:
                 conn.execution_options(isolation_level=_DDL_ISOLATION)
-                if self.dialect.begin_sql:
-                    conn.exec_driver_sql(self.dialect.begin_sql)
-                    applied = _upgrade(self.dialect, conn)
-                    conn.commit()
-                    return applied
+                if self._writers is not None:
+                    with self._writers:
+                        conn.exec_driver_sql(_SQLITE_BEGIN)
+                        applied = _upgrade(self.dialect, conn)
+                        conn.commit()
+                        return applied
                 with conn.begin():
                     return _upgrade(self.dialect, conn)
         finally:
@@ -256,11 +268,12 @@ class SqlStore:
                 with wrap_errors(self._where), self.engine.connect() as conn:
                     if self.dialect.server_side:
                         conn.execution_options(isolation_level=_TX_ISOLATION)
-                    if self.dialect.begin_sql:
-                        conn.exec_driver_sql(self.dialect.begin_sql)
-                        result = _drive(conn, flow, step)
-                        conn.commit()
-                        return result
+                    if self._writers is not None:
+                        with self._writers:
+                            conn.exec_driver_sql(_SQLITE_BEGIN)
+                            result = _drive(conn, flow, step)
+                            conn.commit()
+                            return result
                     with conn.begin():
                         return _drive(conn, flow, step)
             except Exception as exc:  # a race arrives wrapped, as StoreError
@@ -326,24 +339,57 @@ class SqlStore:
         self._autocommit.dispose()
 
 
+class _SqliteThreads:
+    """SQLite from asyncio. A file has one writer at a time: a transaction that awaited the
+    event loop between its statements would hold the write lock through every other task's
+    turn (seconds on a loaded loop, and another process's heartbeat waiting behind it past
+    its lease). Each operation runs whole, BEGIN to COMMIT, on a thread of the store's own."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rill-sqlite")
+
+    async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, functools.partial(fn, *args, **kwargs))
+
+    async def close(self) -> None:
+        await self.call(self.store.close)
+        self._threads.shutdown(wait=False)
+
+
 class AsyncSqlStore:
     """The asyncio twin of ``SqlStore``. Create with ``await AsyncSqlStore.open(url)``
-    or lazily through ``open_async_store`` (the schema is checked on first use)."""
+    or lazily through ``open_async_store`` (the schema is checked on first use). On a server
+    it speaks the driver's asyncio mode; on SQLite each operation runs on a thread."""
+
+    engine: AsyncEngine  # a server's (SQLite has no asyncio engine: see _SqliteThreads)
 
     def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
         self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
         self._where = _describe(self.dialect, self._url)
-        self.engine, self._autocommit = _engines(
-            self.dialect, self._url, make_async_engine, lambda engine: engine.sync_engine
-        )
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None
+        self._sqlite: _SqliteThreads | None = None
+        if self.dialect.family == "sqlite":
+            self._sqlite = _SqliteThreads(SqlStore(url, upgrade=False, check=False))
+            return
+        self.engine, self._autocommit = _engines(
+            self.dialect, self._url, make_async_engine, lambda engine: engine.sync_engine
+        )
         others = () if self._autocommit is self.engine else (self._autocommit,)
         self._disposal = LoopEndDisposal(self.engine, *others)
 
     async def _ensure_ready(self) -> None:
+        if self._sqlite is not None:
+            if not self._ready:
+                sync = self._sqlite.store
+                await self._sqlite.call(sync.upgrade if self._upgrade_on_open else sync.check)
+                self._store_id = await self._sqlite.call(sync.store_id)
+                self._ready = True
+            return
         await self._disposal.arm()  # left open, the store still closes with its event loop
         if self._ready:
             return
@@ -366,26 +412,24 @@ class AsyncSqlStore:
         return self._store_id
 
     async def upgrade(self) -> list[int]:
-        engine = self.engine
-        if self.dialect.family != "sqlite":  # as SqlStore.upgrade: without statement bounds
-            engine = make_async_engine(self.dialect, self._url, migrations=True)
+        if self._sqlite is not None:
+            return await self._sqlite.call(self._sqlite.store.upgrade)
+        # As SqlStore.upgrade: on a connection without statement bounds.
+        engine = make_async_engine(self.dialect, self._url, migrations=True)
         try:
             with wrap_errors(self._where):
                 async with engine.connect() as conn:
                     await conn.execution_options(isolation_level=_DDL_ISOLATION)
-                    if self.dialect.begin_sql:
-                        await conn.exec_driver_sql(self.dialect.begin_sql)
-                        applied = await conn.run_sync(lambda c: _upgrade(self.dialect, c))
-                        await conn.commit()
-                        return applied
                     async with conn.begin():
                         return await conn.run_sync(lambda c: _upgrade(self.dialect, c))
         finally:
-            if engine is not self.engine:
-                await engine.dispose()
+            await engine.dispose()
 
     async def _run(self, make_flow: Callable[[], _flows.Flow], *, transaction: bool = True) -> Any:
         await self._ensure_ready()
+        if self._sqlite is not None:
+            sync = self._sqlite.store
+            return await self._sqlite.call(sync._run, make_flow, transaction=transaction)
         for _ in range(_RETRIES):
             try:
                 flow = make_flow()
@@ -399,11 +443,6 @@ class AsyncSqlStore:
                     async with self.engine.connect() as conn:
                         if self.dialect.server_side:
                             await conn.execution_options(isolation_level=_TX_ISOLATION)
-                        if self.dialect.begin_sql:
-                            await conn.exec_driver_sql(self.dialect.begin_sql)
-                            result = await _drive_async(conn, flow, step)
-                            await conn.commit()
-                            return result
                         async with conn.begin():
                             return await _drive_async(conn, flow, step)
             except Exception as exc:
@@ -463,7 +502,10 @@ class AsyncSqlStore:
         )
 
     async def close(self) -> None:
-        await self._disposal.close()
+        if self._sqlite is not None:
+            await self._sqlite.close()
+        else:
+            await self._disposal.close()
 
 
 def open_sql_store(url: str) -> SqlStore:
