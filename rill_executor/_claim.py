@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from opentelemetry.trace import INVALID_SPAN, Span
 from pydantic import TypeAdapter
 
 from . import _telemetry as telemetry
@@ -61,7 +60,6 @@ class _ClaimBase:
         self._core = core
         self._ref = AttemptRef(row.job_id, row.owner_attempt, row.fence)
         self._lost = False  # set by whichever thread learns the attempt was fenced
-        self._span: Span = INVALID_SPAN  # the call's run span, for heartbeat events
         self.takeover = row.created_at != row.claimed_at
         """True if this claim took the job over (from a failure, a lapsed lease or an
         expired record) rather than creating it."""
@@ -88,10 +86,6 @@ class _ClaimBase:
     @property
     def job_id(self) -> str:
         return self._ref.job_id
-
-    @property
-    def _store_kind(self) -> str:
-        return self._core.store_kind
 
     @property
     def lost(self) -> bool:
@@ -186,7 +180,7 @@ class Claim(_ClaimBase):
     def heartbeat(self, lease: Seconds | None = None) -> datetime:
         """Extend the lease to now + ``lease`` (default: the claim's lease), store clock."""
         lease_us = self._lease_us(lease)
-        with telemetry.heartbeat(self):
+        with telemetry.heartbeat(self, self._core.store_kind):
             answer, _ = resend_once(lambda: self._store.heartbeat(self._ref, lease_us))
             self._accept(answer, "heartbeat")
         return self.lease_expires_at
@@ -213,7 +207,7 @@ class Claim(_ClaimBase):
         """End the attempt with ``completion`` (from ``commit_of`` or ``failure_of``), fenced
         like every write: ``StaleAttempt`` if another attempt owns the job."""
         operation = _operation(completion)
-        with telemetry.write_span(self, operation):
+        with telemetry.write_span(self, operation, self._core.store_kind):
             try:
                 answer, _ = resend_once(lambda: self._store.finish(self._ref, completion))
             except StoreUnavailable as exc:
@@ -272,7 +266,7 @@ class AsyncClaim(_ClaimBase):
 
     async def heartbeat(self, lease: Seconds | None = None) -> datetime:
         lease_us = self._lease_us(lease)
-        with telemetry.heartbeat(self):
+        with telemetry.heartbeat(self, self._core.store_kind):
             answer, _ = await resend_once_async(lambda: self._store.heartbeat(self._ref, lease_us))
             self._accept(answer, "heartbeat")
         return self.lease_expires_at
@@ -292,7 +286,7 @@ class AsyncClaim(_ClaimBase):
 
     async def finish(self, completion: Completion) -> None:
         operation = _operation(completion)
-        with telemetry.write_span(self, operation):
+        with telemetry.write_span(self, operation, self._core.store_kind):
             try:
                 answer, _ = await resend_once_async(
                     lambda: self._store.finish(self._ref, completion)

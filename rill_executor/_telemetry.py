@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -160,7 +161,6 @@ class Attempt(Protocol):
 
     namespace: str
     lease_expires_at: datetime
-    _span: Span  # the call's run span: where its heartbeats are events
 
     @property
     def job_id(self) -> str: ...
@@ -168,8 +168,11 @@ class Attempt(Protocol):
     def attempt_id(self) -> str: ...
     @property
     def fence(self) -> int: ...
-    @property
-    def _store_kind(self) -> str: ...
+
+
+# The run span of each claim a call made (kept while the claim lives): its heartbeats are
+# events on it.
+_run_spans: weakref.WeakKeyDictionary[object, Span] = weakref.WeakKeyDictionary()
 
 
 class _Switch:
@@ -281,8 +284,8 @@ class RunSpan:
         """What the claim answered; a duplicate links to the attempt that did the work."""
         if self.scope is _NO_SCOPE or not self.span.is_recording():
             return
-        if hasattr(outcome, "_span"):  # our claim: its heartbeats are events on this span
-            outcome._span = self.span
+        if not isinstance(outcome, (Replay, InProgress, Conflict, JobRow)):  # a claim object
+            _run_spans[outcome] = self.span
         self.span.set_attribute("rill.claim.outcome", claim_outcome(outcome))
         if isinstance(outcome, (Replay, InProgress)):
             owner = outcome.attempt_id if isinstance(outcome, Replay) else outcome.owner_attempt_id
@@ -417,7 +420,7 @@ def fenced(claim: Attempt, operation: str, exc: StaleAttempt, span: Span | None)
         span.set_attributes({"rill.write.outcome": "fenced", "rill.fence.reason": exc.reason})
 
 
-def write_span(claim: Attempt, operation: str) -> _Op | _Off:
+def write_span(claim: Attempt, operation: str, store_kind: str) -> _Op | _Off:
     """A fenced write of ``claim`` (commit, fail, output registration)."""
     if not enabled():
         return _OFF
@@ -427,32 +430,33 @@ def write_span(claim: Attempt, operation: str) -> _Op | _Off:
         "rill.attempt.id": claim.attempt_id,
         "rill.attempt.fence": claim.fence,
     }
-    return _Op(operation, claim._store_kind, attributes, claim)
+    return _Op(operation, store_kind, attributes, claim)
 
 
 @contextmanager
-def heartbeat(claim: Attempt) -> Iterator[None]:
+def heartbeat(claim: Attempt, store_kind: str) -> Iterator[None]:
     """A heartbeat: not a span, but an event on the run span (``rill.heartbeat``, or
     ``rill.heartbeat.lost`` with the reason when the fence refused it)."""
     if not enabled():
         yield
         return
-    kind, started = claim._store_kind, time.perf_counter()
+    started = time.perf_counter()
+    span = _run_spans.get(claim, INVALID_SPAN)
     try:
         yield
     except StaleAttempt as exc:
         fenced(claim, "heartbeat", exc, None)
-        if claim._span.is_recording():
-            claim._span.add_event("rill.heartbeat.lost", {"rill.fence.reason": exc.reason})
+        if span.is_recording():
+            span.add_event("rill.heartbeat.lost", {"rill.fence.reason": exc.reason})
         raise
     else:
-        if claim._span.is_recording():
+        if span.is_recording():
             until = claim.lease_expires_at.isoformat()
-            claim._span.add_event("rill.heartbeat", {"rill.lease.expires_at": until})
+            span.add_event("rill.heartbeat", {"rill.lease.expires_at": until})
     finally:
         store_duration.record(
             time.perf_counter() - started,
-            {"rill.store.operation": "heartbeat", "rill.store.kind": kind},
+            {"rill.store.operation": "heartbeat", "rill.store.kind": store_kind},
         )
 
 
