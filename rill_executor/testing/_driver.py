@@ -86,6 +86,11 @@ class LedgerDriver:
     def is_async(self) -> bool:
         return self._portal is not None
 
+    def resolve(self, value: Any) -> Any:
+        """``value`` itself (a sync twin's answer), or awaited on the driver's loop (an
+        async twin's coroutine)."""
+        return value if self._portal is None else self._portal.call(value)
+
     def shared_store(self) -> Any:
         # One store per driver, like one per service: ledgers of several namespaces share it.
         if self._store is None:

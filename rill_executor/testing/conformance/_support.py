@@ -49,10 +49,7 @@ def _stable(status: JobStatus | None) -> dict[str, Any] | None:
 
 def _store_id(driver: LedgerDriver) -> str:
     """The identity of the driver's store, through its sync or async face."""
-    store = driver.shared_store()
-    if driver._portal is None:
-        return str(store.store_id())
-    return str(driver._portal.call(store.store_id()))
+    return str(driver.resolve(driver.shared_store().store_id()))
 
 
 def _counting(store: Any, calls: Counter[str]) -> Any:
@@ -137,6 +134,5 @@ def _put_output(driver: LedgerDriver, name: str, data: bytes) -> Any:
     """Register and write an output from inside a decorated handler, on either twin (an
     async twin's handler runs in a worker thread of the driver's loop)."""
     if driver.is_async:
-        assert driver._portal is not None
-        return driver._portal.call(current_async_claim().outputs.put(name, data))
+        return driver.resolve(current_async_claim().outputs.put(name, data))
     return current_claim().outputs.put(name, data)

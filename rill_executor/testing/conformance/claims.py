@@ -394,9 +394,5 @@ class ClaimsAndFencing(KitBase):
         from ...store import AsyncPingable, Pingable
 
         store = driver.shared_store()
-        if driver._portal is None:
-            assert isinstance(store, Pingable)
-            store.ping()  # answers, raising nothing
-        else:
-            assert isinstance(store, AsyncPingable)
-            driver._portal.call(store.ping())
+        assert isinstance(store, AsyncPingable if driver.is_async else Pingable)
+        driver.resolve(store.ping())  # answers, raising nothing
