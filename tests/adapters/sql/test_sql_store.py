@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +16,8 @@ from sqlalchemy.engine import make_url
 
 from rill_executor import Claim, Ledger, Replay, SchemaMissing, StoreUnavailable, fingerprint_of
 from rill_executor._keys import job_id
-from rill_executor.store import Watch
-from rill_executor_sql import SCHEMA_VERSION, SqlStore
+from rill_executor.store import ClaimRequest, Watch
+from rill_executor_sql import SCHEMA_VERSION, AsyncSqlStore, SqlStore
 from rill_executor_sql._migrations import create_v1, installed_version
 from rill_executor_sql._schema import jobs, metadata
 
@@ -283,3 +286,34 @@ def test_sqlite_files_get_their_schema_on_first_use(tmp_path: object) -> None:
     store = SqlStore(f"sqlite:///{tmp_path}/fresh.db")
     assert Ledger(store, namespace="n").status("k") is None
     store.close()
+
+
+def test_sqlite_from_asyncio_commits_while_its_event_loop_is_blocked(tmp_path: Path) -> None:
+    """SQLite has one writer per file: an async operation must not hold the write lock across
+    the event loop's turns. With the loop stuck (a CPU-bound handler, say) right after an
+    async claim was started, the claim still commits and the file's write lock is free."""
+    path = tmp_path / "jobs.db"
+    store = AsyncSqlStore(f"sqlite:///{path}")
+    request = ClaimRequest(job_id("ns", "k"), "ns", "k", "f" * 64, None, "attempt-1", 30_000_000)
+
+    async def scenario() -> bool:
+        await store.store_id()  # opened: the claim below goes straight to the store
+        started = asyncio.ensure_future(store.claim(request))
+        await asyncio.sleep(0)  # the claim's first step runs, then the loop is held
+        other = sqlite3.connect(path, timeout=0.05, isolation_level=None)
+        committed = False
+        try:
+            for _ in range(200):  # up to 10 s with the loop blocked
+                time.sleep(0.05)
+                if other.execute("SELECT count(*) FROM rill_jobs").fetchone()[0]:
+                    other.execute("BEGIN IMMEDIATE")  # the write lock is free, too
+                    other.execute("ROLLBACK")
+                    committed = True
+                    break
+        finally:
+            other.close()
+        await started
+        await store.close()
+        return committed
+
+    assert asyncio.run(scenario()), "the claim did not commit while the event loop was blocked"
