@@ -24,6 +24,7 @@ from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
 from ._drill import DrillReport
+from ._drive import drive, drive_async
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError
 from ._heartbeat import AsyncHeartbeats, Heartbeats, settled
@@ -57,8 +58,6 @@ from ._step import (
     Sleep,
     StoreCall,
     call,
-    drive,
-    drive_async,
     resumed,
 )
 from ._store import AsyncStore, Store, read_statuses, read_statuses_async

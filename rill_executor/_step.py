@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,8 +39,6 @@ __all__ = [
     "StoreCall",
     "call",
     "claiming",
-    "drive",
-    "drive_async",
     "resumed",
     "running",
 ]
@@ -136,36 +134,6 @@ class Blocking:
 
 Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall | ReadStatuses | Blocking
 Step = Generator[Action, Any, Any]
-
-
-def drive(step: Step, perform: Callable[[Action], Any]) -> Any:
-    """Run ``step`` to its answer, performing each action it yields."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            action = step.send(reply) if error is None else step.throw(error)
-        except StopIteration as done:
-            return done.value
-        try:
-            reply, error = perform(action), None
-        except BaseException as exc:  # raised into the step, at its yield
-            reply, error = None, exc
-
-
-async def drive_async(step: Step, perform: Callable[[Action], Awaitable[Any]]) -> Any:
-    """``drive``, awaiting each action."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            action = step.send(reply) if error is None else step.throw(error)
-        except StopIteration as done:
-            return done.value
-        try:
-            reply, error = await perform(action), None
-        except BaseException as exc:  # raised into the step, at its yield
-            reply, error = None, exc
 
 
 def claiming(core: LedgerCore, request: ClaimRequest, handler: str | None = None) -> Step:

@@ -4,10 +4,12 @@ shared lifecycle rules.
 
 An adapter imports only this module (and its own driver). The outbox rules (watches,
 notices, their leases: ``add_watch``, ``lease_notice``, ``finish_notices``…) are here too,
-and the event log's (``appended_event``: the first ``MAX_EVENTS`` reported entries kept,
-the rest counted) and purging records past retention (``purge_batch``,
-``fence_keep_until``). What each rule means, and the invariants a store keeps, are in the
-concepts page and the conformance kit (``rill_executor.testing.conformance``).
+the drivers of an adapter's I/O-free flows (``drive``, ``drive_async``: a generator that
+yields actions and is sent their answers), the event log's (``appended_event``: the first
+``MAX_EVENTS`` reported entries kept, the rest counted) and purging records past
+retention (``purge_batch``, ``fence_keep_until``). What each rule means, and the invariants
+a store keeps, are in the concepts page and the conformance kit
+(``rill_executor.testing.conformance``).
 """
 
 from ._decisions import (
@@ -27,6 +29,7 @@ from ._decisions import (
     superseded_attempt,
     watched_row,
 )
+from ._drive import drive, drive_async
 from ._errors import (
     SchemaMissing,
     StoreError,
@@ -148,6 +151,8 @@ __all__ = [
     "claimed_row",
     "dangling",
     "decide_claim",
+    "drive",
+    "drive_async",
     "ended_attempt",
     "ended_outputs",
     "fence_keep_until",

@@ -14,7 +14,7 @@ the store, and a claim is one only when it first writes the outbox index.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -47,8 +47,6 @@ __all__ = [
     "Flow",
     "Nodes",
     "Pipeline",
-    "drive",
-    "drive_async",
     "evalsha",
     "lease_notices",
     "list_jobs",
@@ -102,38 +100,6 @@ class Pipeline:
 
 Action: TypeAlias = Eval | Call | Pipeline
 Flow: TypeAlias = Generator[Action, Any, T]
-
-
-def drive(flow: Flow[T], perform: Callable[[Action], Any]) -> T:
-    """Run ``flow`` to its answer, performing each action it yields."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            action = flow.send(reply) if error is None else flow.throw(error)
-        except StopIteration as done:
-            answer: T = done.value
-            return answer
-        try:
-            reply, error = perform(action), None
-        except BaseException as exc:  # raised into the flow, at its yield
-            reply, error = None, exc
-
-
-async def drive_async(flow: Flow[T], perform: Callable[[Action], Awaitable[Any]]) -> T:
-    """``drive``, awaiting each action."""
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            action = flow.send(reply) if error is None else flow.throw(error)
-        except StopIteration as done:
-            answer: T = done.value
-            return answer
-        try:
-            reply, error = await perform(action), None
-        except BaseException as exc:  # raised into the flow, at its yield
-            reply, error = None, exc
 
 
 @dataclass(frozen=True, slots=True)

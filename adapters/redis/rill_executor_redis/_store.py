@@ -44,6 +44,8 @@ from rill_executor.store import (
     StatusPage,
     StoreAnswer,
     StoreStatus,
+    drive,
+    drive_async,
 )
 
 from . import _flows
@@ -144,7 +146,7 @@ class RedisStore:
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         if request.watch is not None and not self._indexed:  # the outbox index first
-            return _flows.drive(_flows.watched_claim(request), self._perform)
+            return drive(_flows.watched_claim(request), self._perform)
         args = claim_args(request, indexed=self._indexed)
         return claimed_from(request, self._run(Op.CLAIM, request.job_id, *args))
 
@@ -172,11 +174,11 @@ class RedisStore:
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         flow = _flows.lease_notices(namespace, owner, lease_us, limit, indexed=self._indexed)
-        return _flows.drive(flow, self._perform)
+        return drive(flow, self._perform)
 
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         flow = _flows.settle_notice(job_id, settlement, indexed=self._indexed)
-        return _flows.drive(flow, self._perform)
+        return drive(flow, self._perform)
 
     def list_jobs(self, query: JobQuery) -> JobPage:
         """Scans (see ``_listing``): per step one ``SCAN`` and one pipelined read."""
@@ -195,7 +197,7 @@ class RedisStore:
     def _scan(self, doing: str, flow: Callable[[_flows.Nodes], _flows.Flow[T]]) -> T:
         """A flow that scans the store's nodes, what the client raises translated."""
         with wrap_errors(doing, self.where):
-            return _flows.drive(flow(_nodes(self.client)), self._perform)
+            return drive(flow(_nodes(self.client)), self._perform)
 
     def close(self) -> None:
         if self._wire is not None:
@@ -212,7 +214,7 @@ class RedisStore:
         try:
             if (wire := self._wire) is not None:
                 return wire.script(command(lua.sha_bytes, keys, args), lua.source)
-            return _flows.drive(_flows.evalsha(lua, keys, args), self._perform)
+            return drive(_flows.evalsha(lua, keys, args), self._perform)
         except REDIS_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
 
@@ -304,7 +306,7 @@ class AsyncRedisStore:
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
         if request.watch is not None and not self._indexed:  # the outbox index first
-            return await _flows.drive_async(_flows.watched_claim(request), self._perform)
+            return await drive_async(_flows.watched_claim(request), self._perform)
         args = claim_args(request, indexed=self._indexed)
         return claimed_from(request, await self._run(Op.CLAIM, request.job_id, *args))
 
@@ -335,11 +337,11 @@ class AsyncRedisStore:
         self, namespace: str, owner: str, lease_us: int, limit: int
     ) -> NoticeBatch:
         flow = _flows.lease_notices(namespace, owner, lease_us, limit, indexed=self._indexed)
-        return await _flows.drive_async(flow, self._perform)
+        return await drive_async(flow, self._perform)
 
     async def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:
         flow = _flows.settle_notice(job_id, settlement, indexed=self._indexed)
-        return await _flows.drive_async(flow, self._perform)
+        return await drive_async(flow, self._perform)
 
     async def list_jobs(self, query: JobQuery) -> JobPage:
         """As ``RedisStore.list_jobs``."""
@@ -360,7 +362,7 @@ class AsyncRedisStore:
         if not self._mapped:
             await self._map_slots()
         with wrap_errors(doing, self.where):
-            return await _flows.drive_async(flow(_nodes(self.client)), self._perform)
+            return await drive_async(flow(_nodes(self.client)), self._perform)
 
     async def close(self) -> None:
         if self._wire is not None:
@@ -383,7 +385,7 @@ class AsyncRedisStore:
         try:
             if (wire := self._wire) is not None:
                 return await wire.script(command(lua.sha_bytes, keys, args), lua.source)
-            return await _flows.drive_async(_flows.evalsha(lua, keys, args), self._perform)
+            return await drive_async(_flows.evalsha(lua, keys, args), self._perform)
         except _ASYNC_ERRORS as exc:  # wrap_errors, inlined: the hot path of every call
             raise translate(exc, op.value, self.where, job_id) from exc
 
