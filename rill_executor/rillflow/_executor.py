@@ -169,7 +169,8 @@ class RillFlowExecutor:
             async def endpoint(request: Request) -> JSONResponse:
                 return await self._serve(task, request)
 
-            self.router.add_api_route(path, endpoint, methods=["POST", "GET"], name=task.spec.name)
+            for method in ("POST", "GET"):  # a route each: OpenAPI names an operation once
+                self.router.add_api_route(path, endpoint, methods=[method], name=task.spec.name)
             return fn
 
         return mount

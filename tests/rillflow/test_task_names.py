@@ -35,7 +35,23 @@ def test_two_handlers_with_one_default_name_are_refused(tmp_path: Path) -> None:
         _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumbnail")
     _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumb", name="thumb")
     assert [r.name for r in executor.router.routes] == [  # type: ignore[attr-defined]
-        "mount.<locals>.encode",
-        "mount.<locals>.encode",
-        "thumb",
+        *["mount.<locals>.encode"] * 4,  # two paths, POST and GET each
+        *["thumb"] * 2,
     ]
+
+
+def test_each_task_route_is_one_openapi_operation_per_method(
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    from fastapi import FastAPI
+
+    executor = RillFlowExecutor(AsyncLedger("memory://", namespace="segments"))
+    for path in ("/encode", "/thumbnail"):
+        exec(SOURCE, namespace := {})
+        namespace["mount"](executor, path, name=path.strip("/"))
+    app = FastAPI()
+    app.include_router(executor.router)
+    paths = app.openapi()["paths"]
+    ids = [paths[p][m]["operationId"] for p in ("/encode", "/thumbnail") for m in ("post", "get")]
+    assert len(set(ids)) == 4, ids
+    assert not [w for w in recwarn if "Duplicate Operation ID" in str(w.message)]
