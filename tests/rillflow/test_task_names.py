@@ -47,8 +47,7 @@ def test_each_task_route_is_one_openapi_operation_per_method(
 
     executor = RillFlowExecutor(AsyncLedger("memory://", namespace="segments"))
     for path in ("/encode", "/thumbnail"):
-        exec(SOURCE, namespace := {})
-        namespace["mount"](executor, path, name=path.strip("/"))
+        _module("encoders", Path("encoders.py")).mount(executor, path, name=path.strip("/"))
     app = FastAPI()
     app.include_router(executor.router)
     paths = app.openapi()["paths"]
