@@ -347,15 +347,20 @@ class _SqliteThreads:
 
     def __init__(self, store: SqlStore) -> None:
         self.store = store
-        self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rill-sqlite")
+        self._threads: ThreadPoolExecutor | None = None  # started on first use, as an engine
 
     async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rill-sqlite")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._threads, functools.partial(fn, *args, **kwargs))
 
     async def close(self) -> None:
+        """Close the connections and let the threads go; a later call starts them again."""
         await self.call(self.store.close)
-        self._threads.shutdown(wait=False)
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
 
 
 class AsyncSqlStore:

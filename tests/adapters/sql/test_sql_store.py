@@ -317,3 +317,27 @@ def test_sqlite_from_asyncio_commits_while_its_event_loop_is_blocked(tmp_path: P
         return committed
 
     assert asyncio.run(scenario()), "the claim did not commit while the event loop was blocked"
+
+
+def test_an_async_sqlite_store_lets_its_threads_go_when_closed_and_reopens_on_use(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    def threads() -> int:
+        return sum(t.name.startswith("rill-sqlite") for t in threading.enumerate())
+
+    async def scenario() -> None:
+        store = AsyncSqlStore(f"sqlite:///{tmp_path / 'jobs.db'}")
+        before = threads()
+        assert await store.status("no-such-job") is None
+        await store.close()
+        for _ in range(100):  # the idle threads end once told to
+            if threads() == before:
+                break
+            await asyncio.sleep(0.05)
+        assert threads() == before, "a closed store kept its threads"
+        assert await store.status("no-such-job") is None  # used again: opens again
+        await store.close()
+
+    asyncio.run(scenario())
