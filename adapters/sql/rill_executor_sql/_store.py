@@ -364,8 +364,8 @@ class _SqliteThreads:
 
 
 class AsyncSqlStore:
-    """The asyncio twin of ``SqlStore``. Create with ``await AsyncSqlStore.open(url)``
-    or lazily through ``open_async_store`` (the schema is checked on first use). On a server
+    """The asyncio twin of ``SqlStore``: ``AsyncSqlStore(url)`` or ``open_async_store(url)``
+    opens nothing; the schema is checked (a SQLite file's upgraded) on first use. On a server
     it speaks the driver's asyncio mode; on SQLite each operation runs on a thread."""
 
     engine: AsyncEngine  # a server's (SQLite has no asyncio engine: see _SqliteThreads)
