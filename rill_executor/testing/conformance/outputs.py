@@ -71,9 +71,9 @@ class Outputs(KitBase):
         self, driver: LedgerDriver, namespace: str, outputs: MemoryOutputStore
     ) -> None:
         ledger = driver.ledger(namespace, lease=30, outputs=outputs)
-        a = ledger.claim("k", lease=0.3)
+        a = ledger.claim("k", lease=1.0)  # long enough to register an output on a loaded machine
         lost = a.outputs.put("out.mp4", b"from A")
-        time.sleep(0.4)
+        time.sleep(max(0.0, a.lease_left()) + 0.1)  # A's lease is over: B takes the job over
         b = ledger.claim("k")
         kept = b.outputs.put("out.mp4", b"from B")
         failed = ledger.claim("other")
