@@ -23,6 +23,7 @@ from ._packet import watch_packets
 
 __all__ = [
     "SqlDialect",
+    "SqliteWriters",
     "dialect_of",
     "make_async_engine",
     "make_sync_engine",
@@ -97,18 +98,43 @@ def _check_sqlite(url: URL) -> None:
         )
 
 
-_WRITERS: dict[str, threading.Lock] = {}
-_WRITERS_GUARD = threading.Lock()
-
-
-def sqlite_writers(url: URL) -> threading.Lock:
+class SqliteWriters:
     """The lock this process's writers of one SQLite file take around BEGIN IMMEDIATE ...
     COMMIT. Waiting here, a writer is woken as soon as the lock is free; waiting in SQLite's
     busy handler, it polls with sleeps that grow to 100 ms, and under load some writers lose
     every poll for seconds (a heartbeat past its lease). Only processes poll for the file."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+_WRITERS: dict[str, SqliteWriters] = {}
+_WRITERS_GUARD = SqliteWriters()  # for the dict itself
+
+
+def sqlite_writers(url: URL) -> SqliteWriters:
+    """The writers' lock of the SQLite file ``url`` names, one per file in this process."""
     path = os.path.realpath(url.database or "")
     with _WRITERS_GUARD:
-        return _WRITERS.setdefault(path, threading.Lock())
+        return _WRITERS.setdefault(path, SqliteWriters())
+
+
+def _free_writers_in_child() -> None:
+    """A forked child has one thread: a lock a parent's thread held at the fork would stay
+    held in the child for good. Every writers' lock starts free there."""
+    for writers in (_WRITERS_GUARD, *_WRITERS.values()):
+        writers.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_free_writers_in_child)
 
 
 def _autocommit_args() -> dict[str, Any]:

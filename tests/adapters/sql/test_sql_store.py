@@ -341,3 +341,46 @@ def test_an_async_sqlite_store_lets_its_threads_go_when_closed_and_reopens_on_us
         await store.close()
 
     asyncio.run(scenario())
+
+
+def _claim_in_child(url: str, done: Any) -> None:
+    store = SqlStore(url)
+    claim = Ledger(store, namespace="n").claim("child")
+    assert isinstance(claim, Claim)
+    claim.commit("written")
+    store.close()
+    done.set()
+
+
+def test_a_child_forked_while_a_thread_writes_sqlite_can_write(tmp_path: Path) -> None:
+    """A process's SQLite writers queue on one lock: a child forked while a parent's thread
+    held it must not inherit it held (that thread does not exist in the child)."""
+    import multiprocessing
+    import threading
+
+    from rill_executor_sql._dialect import sqlite_writers
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    SqlStore(url).close()  # the schema, before the fork
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with sqlite_writers(make_url(url)):  # a parent's writer, mid-transaction at the fork
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    held.wait(10)
+    fork = multiprocessing.get_context("fork")
+    done = fork.Event()
+    child = fork.Process(target=_claim_in_child, args=(url, done))
+    child.start()
+    try:
+        assert done.wait(30), "the forked child never got the writers' lock"
+    finally:
+        release.set()
+        thread.join()
+        child.join(10)
+        if child.is_alive():
+            child.kill()
