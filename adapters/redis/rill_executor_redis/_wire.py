@@ -22,12 +22,15 @@ script call needs:
 
 ``AsyncWire`` is the same for ``redis.asyncio``, where the saving is larger: redis-py sends
 each command under ``asyncio.wait_for`` (a task per command on Python 3.11) and takes the
-pool's lock twice. It checks an idle connection with its parser's ``can_read`` (the bytes
-already in its stream, or its end), and writes the buffer to the connection's stream
-without waiting (the transport sends it while the read that follows waits for the reply).
-The socket timeout bounds the read as a timer that aborts the connection's transport,
-which ends the read as a timeout: an ``asyncio.timeout`` block per call, with 64 calls in
-flight, cost a third of the wire's throughput (its cancelled timers crowd the loop's heap).
+pool's lock twice, and each command of each connection is a ``send`` of its own. Instead,
+the calls of one event loop share one connection (``_Pipe``): the commands made in one turn
+of the loop go out in one write, and a reader task hands each reply to the oldest call still
+waiting (RESP answers in order). With 64 calls in flight that is one ``send`` for up to 64
+commands, where a ``send`` on loopback costs more than a script's arguments and reply (the
+kernel's delivery to the server runs in it). The socket timeout bounds the oldest call's
+wait as one timer that aborts the connection's transport; a lost connection, a timeout or a
+reply that is not one fails every call waiting on the pipe, as it would have failed each on
+a connection of its own, and the next call opens a new one.
 
 Used only for a plain ``redis.Redis`` (``redis.asyncio.Redis``) on a plain
 ``ConnectionPool`` without client-side caching or maintenance notifications, whose
@@ -40,8 +43,11 @@ telemetry does.
 from __future__ import annotations
 
 import asyncio
+import collections
+import math
 import os
 import select
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -235,11 +241,14 @@ def _quiet(pool: Any) -> bool:
 
 
 class AsyncWire:
-    """``Wire`` for a ``redis.asyncio`` standalone client."""
+    """``Wire`` for a ``redis.asyncio`` standalone client: one connection per event loop
+    that every concurrent call shares (a ``_Pipe``)."""
 
     def __init__(self, pool: redis.asyncio.ConnectionPool) -> None:
         self._pool: Any = pool  # make_connection is untyped
-        self._idle: list[Any] = []
+        self._pipes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pipe] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def script(self, buffer: bytes, source: str) -> Any:
         """As ``Wire.script``."""
@@ -250,51 +259,129 @@ class AsyncWire:
             return await self.call(buffer)
 
     async def call(self, buffer: bytes) -> Any:
-        try:
-            connection = self._idle.pop()
-        except IndexError:
-            connection = self._pool.make_connection()
-        else:
-            if connection.is_connected and await connection.can_read():
-                await connection.disconnect(nowait=True)  # closed by the server, or unread data
-        loop, timer = asyncio.get_running_loop(), None
-        expired: list[bool] = []
-        try:
-            if not connection.is_connected:
-                await connection.connect()
-            writer = connection._writer
-            writer.write(buffer)
-            if (timeout := connection.socket_timeout) is not None:  # see the module docs
-                timer = loop.call_at(loop.time() + timeout, _expire, writer, expired)
-            try:
-                reply = await _read_async(connection)
-            finally:
-                if timer is not None:
-                    timer.cancel()
-        except ResponseError:
-            self._idle.append(connection)
-            raise
-        except BaseException as exc:
-            await connection.disconnect(nowait=True)
-            self._idle.append(connection)
-            if expired:
-                raise redis.TimeoutError(f"Timeout reading from {_where(connection)}") from exc
-            if isinstance(exc, OSError | asyncio.IncompleteReadError):
-                raise redis.ConnectionError(f"Error reading from {_where(connection)}") from exc
-            raise
-        self._idle.append(connection)
-        return reply
+        """Send ``buffer`` (one framed command), return its reply; a Redis error raises."""
+        loop = asyncio.get_running_loop()
+        pipe = self._pipes.get(loop)
+        if pipe is None or pipe.broken:
+            pipe = self._pipes[loop] = _Pipe(self._pool.make_connection(), loop)
+        return await pipe.call(buffer)
 
     async def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for connection in idle:
-            await connection.disconnect()
+        pipes, self._pipes = list(self._pipes.values()), weakref.WeakKeyDictionary()
+        for pipe in pipes:
+            await pipe.close()
 
 
-def _expire(writer: asyncio.StreamWriter, expired: list[bool]) -> None:
-    """The socket timeout of an ``AsyncWire`` read: the read ends, as a timeout."""
-    expired.append(True)
-    writer.transport.abort()
+class _Pipe:
+    """One connection shared by the calls of one event loop. RESP answers in the order
+    asked, so commands are written together (every call made in one turn of the loop goes
+    out in one write) and each reply is the answer of the oldest call still waiting.
+
+    A reply that is a Redis error fails its own call only. Anything else (the connection
+    lost, a reply that is not one, the socket timeout) breaks the pipe: every call waiting
+    on it fails as the one call of ``Wire`` would (a timeout or a lost connection, its
+    command perhaps applied), the connection is closed, so no late reply is ever read as
+    another call's answer, and the next call opens a new pipe. The socket timeout bounds the
+    wait of the oldest call: one timer, moved on as replies come.
+    """
+
+    def __init__(self, connection: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.connection = connection
+        self.loop = loop
+        self.broken = False
+        self._opened: asyncio.Task[None] | None = None
+        self._outgoing: list[bytes] = []
+        self._waiting: collections.deque[tuple[float, asyncio.Future[Any]]] = collections.deque()
+        self._reader: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timeout: float | None = connection.socket_timeout
+        self._expired = False
+
+    async def call(self, buffer: bytes) -> Any:
+        if not self.connection.is_connected:
+            if self._opened is None:
+                self._opened = self.loop.create_task(self._open())
+            await asyncio.shield(self._opened)  # every caller waits for the one connect
+        if self.broken:  # broke while this call waited for the connect
+            raise redis.ConnectionError(f"Error reading from {_where(self.connection)}")
+        future = self.loop.create_future()
+        deadline = math.inf if self._timeout is None else self.loop.time() + self._timeout
+        self._waiting.append((deadline, future))
+        if not self._outgoing:
+            self.loop.call_soon(self._flush)
+        self._outgoing.append(buffer)
+        if self._timer is None and self._timeout is not None:
+            self._timer = self.loop.call_at(deadline, self._check)
+        return await future
+
+    async def _open(self) -> None:
+        try:
+            await self.connection.connect()
+        except BaseException:
+            self.broken = True
+            raise
+        self._reader = self.loop.create_task(self._read())
+
+    def _flush(self) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        if not self.broken:
+            self.connection._writer.write(b"".join(outgoing))
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                try:
+                    reply: Any = await _read_async(self.connection)
+                except ResponseError as exc:  # the whole error reply was read
+                    reply = exc
+                _, future = self._waiting.popleft()
+                if future.done():  # its caller was cancelled
+                    continue
+                if isinstance(reply, ResponseError):
+                    future.set_exception(reply)
+                else:
+                    future.set_result(reply)
+        except BaseException as exc:
+            self._break(exc)
+
+    def _check(self) -> None:
+        """The socket timeout: the oldest call has waited it out, or the timer moves on."""
+        self._timer = None
+        if not self._waiting or self.broken:
+            return
+        deadline = self._waiting[0][0]
+        if deadline <= self.loop.time():
+            self._expired = True
+            self.connection._writer.transport.abort()  # the read ends: _break
+        else:
+            self._timer = self.loop.call_at(deadline, self._check)
+
+    def _break(self, cause: BaseException) -> None:
+        self.broken = True
+        if self._timer is not None:
+            self._timer.cancel()
+        where = _where(self.connection)
+        if self._expired:
+            error: Exception = redis.TimeoutError(f"Timeout reading from {where}")
+        else:
+            error = redis.ConnectionError(f"Error reading from {where}")
+        error.__cause__ = cause
+        waiting, self._waiting = self._waiting, collections.deque()
+        for _, future in waiting:
+            if not future.done():
+                future.set_exception(error)
+        if (writer := self.connection._writer) is not None:
+            writer.transport.abort()  # unsent commands are dropped, not sent late
+        self.connection._close()
+
+    async def close(self) -> None:
+        if self._opened is not None and not self._opened.done():
+            self._opened.cancel()  # a connect under way opens nothing more
+        if self._reader is not None:
+            self._reader.cancel()
+            await self._reader  # it ends the pipe (``_break``) and returns
+        self._break(asyncio.CancelledError())
+        await self.connection.disconnect(nowait=True)
 
 
 _ASYNC_CONNECTIONS = (

@@ -3,6 +3,7 @@ it does not take, and connections the server closed while they were idle."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -10,9 +11,10 @@ from collections.abc import Callable
 import redis
 import redis.asyncio
 
-from rill_executor import Claim, Ledger, Replay
+from rill_executor import AsyncClaim, AsyncLedger, Claim, InProgress, Ledger, Replay
 from rill_executor._keys import job_id
-from rill_executor_redis import RedisStore
+from rill_executor.store import StoreUnavailable
+from rill_executor_redis import AsyncRedisStore, RedisStore
 from rill_executor_redis._wire import async_wire_for, wire_for
 from rill_executor_redis.testing import RedisServer
 
@@ -124,3 +126,102 @@ def test_the_store_takes_its_own_path_only_where_redis_py_has_the_parts_it_reads
     assert wire_for(renamed) is None  # redis-py's own path, rather than an AttributeError
     plain.close()
     renamed.close()
+
+
+# -- the asyncio pipe: one connection per event loop, shared by concurrent calls ------------
+
+
+def _names(admin: redis.Redis, name: str) -> set[str]:
+    return {client["id"] for client in admin.client_list() if client["name"] == name}
+
+
+def test_concurrent_async_calls_share_one_connection_each_with_its_own_answer(
+    private_redis: RedisServer,
+) -> None:
+    name = f"rill-{uuid.uuid4().hex[:8]}"
+    url = with_query(private_redis.url, f"{QUIET}&client_name={name}")
+
+    async def run() -> tuple[list[object], set[str], set[str]]:
+        ledger = AsyncLedger(AsyncRedisStore.from_url(url), namespace="pipe", lease=30)
+        try:
+            await _committed(ledger, [f"k{i}" for i in range(0, 64, 2)])
+            with private_redis.client() as admin:
+                before = _names(admin, name)
+                claims = await asyncio.gather(*(ledger.claim(f"k{i}") for i in range(64)))
+                after = _names(admin, name)
+            return list(claims), before, after
+        finally:
+            await ledger.close()
+
+    claims, before, after = asyncio.run(run())
+    for i, answer in enumerate(claims):  # a replay's result comes from its own reply
+        if i % 2:
+            assert isinstance(answer, AsyncClaim) and answer.key == f"k{i}"
+        else:
+            assert isinstance(answer, Replay) and answer.result() == f"result of k{i}"
+    assert after == before  # 64 calls in flight, no connection more
+
+
+async def _committed(ledger: AsyncLedger, keys: list[str]) -> None:
+    """Commit each key with the result ``result of {key}``, one after another."""
+    for key in keys:
+        claim = await ledger.claim(key)
+        assert isinstance(claim, AsyncClaim)
+        await claim.commit(f"result of {key}")
+
+
+def test_a_cancelled_async_call_leaves_every_other_answer_in_its_place(
+    private_redis: RedisServer,
+) -> None:
+    url = with_query(private_redis.url, QUIET)
+
+    async def run() -> None:
+        ledger = AsyncLedger(AsyncRedisStore.from_url(url), namespace="cancel", lease=30)
+        try:
+            keys = [f"k{i}" for i in range(40)]
+            await _committed(ledger, keys)
+            tasks = [asyncio.create_task(ledger.claim(key)) for key in keys]
+            await asyncio.sleep(0)  # every claim is on its way; none is answered yet
+            for task in tasks[::2]:
+                task.cancel()
+            answers = await asyncio.gather(*tasks[1::2])
+            assert [a.result() for a in answers if isinstance(a, Replay)] == [
+                f"result of {key}" for key in keys[1::2]
+            ]
+            answers = await asyncio.gather(*(ledger.claim(key) for key in keys))
+            assert [a.result() for a in answers if isinstance(a, Replay)] == [
+                f"result of {key}" for key in keys
+            ]
+        finally:
+            await ledger.close()
+
+    asyncio.run(run())
+
+
+def test_a_timeout_fails_every_waiting_async_call_and_the_next_gets_its_own_answer(
+    private_redis: RedisServer,
+) -> None:
+    # CLIENT PAUSE WRITE holds every script until CLIENT UNPAUSE; the pipe times out first.
+    url = with_query(private_redis.url, f"{QUIET}&socket_timeout=0.5")
+
+    async def run() -> None:
+        ledger = AsyncLedger(AsyncRedisStore.from_url(url), namespace="pause", lease=30)
+        try:
+            await ledger.claim("warm")
+            with private_redis.client() as admin:
+                admin.client_pause(30_000, all=False)
+                try:
+                    answers = await asyncio.gather(
+                        *(ledger.claim(f"k{i}") for i in range(10)), return_exceptions=True
+                    )
+                finally:
+                    admin.client_unpause()  # the late replies go nowhere
+            assert all(isinstance(a, StoreUnavailable) for a in answers), answers
+            claim = await ledger.claim("after")
+            assert isinstance(claim, AsyncClaim) and claim.key == "after"
+            again = await ledger.claim("after")
+            assert isinstance(again, InProgress) and again.key == "after"
+        finally:
+            await ledger.close()
+
+    asyncio.run(run())
