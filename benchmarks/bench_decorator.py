@@ -9,6 +9,12 @@ handler with its default heartbeat (lease / 3); the same three on ``AsyncLedger`
 decorated arms also compute the call's fingerprint from its arguments and check the
 result against the return annotation, which the explicit arm does not. Prints the median
 microseconds per call and the difference to the explicit arm. It asserts nothing.
+
+``--parts`` instead adds the decorator's named costs to the explicit call one at a time,
+interleaved the same way: the call's identity (key scoping, arguments by name and their
+fingerprint, ``IdempotentSpec.identity``), then the result check (``commit`` through the
+return type's adapter), then the whole decorated call; and times each part alone in a loop
+of its own, for what it costs on its own, without a store call between.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from rill_executor import AsyncClaim, AsyncLedger, Claim, Ledger, fingerprint_of
+from rill_executor.integration import IdempotentOptions
 
 FINGERPRINT = fingerprint_of({"x": 1})
 T = TypeVar("T")
@@ -117,11 +124,85 @@ async def async_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     return samples
 
 
+def part_arms(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """The explicit call with the decorator's costs added one by one, and each cost alone."""
+    ledger = Ledger("memory://", namespace="bench", lease=30, retention=3600)
+
+    def handler(x: int) -> int:
+        return x
+
+    spec = ledger.spec(handler, IdempotentOptions(key=lambda x: f"p{x}", heartbeat=False))
+    decorated = ledger.idempotent(key=lambda x: f"d{x}", heartbeat=False)(handler)
+
+    def explicit(i: int) -> None:
+        claim = ledger.claim(f"handler/e{i}", fingerprint=FINGERPRINT)
+        assert isinstance(claim, Claim)
+        claim.commit(i)
+
+    def identity(i: int) -> None:
+        key, fingerprint, _ = spec.identity((i,), {})
+        claim = ledger.claim(key, fingerprint=fingerprint)
+        assert isinstance(claim, Claim)
+        claim.commit(i)
+
+    def checked(i: int) -> None:
+        key, fingerprint, _ = spec.identity((-i - 1,), {})
+        claim = ledger.claim(key, fingerprint=fingerprint)
+        assert isinstance(claim, Claim)
+        claim.commit(i, adapter=spec.adapter)
+
+    arms: dict[str, Callable[[int], object]] = {
+        "explicit claim + commit": explicit,
+        "+ identity": identity,
+        "+ identity + result check": checked,
+        "decorated, heartbeat=False": decorated,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in arms}
+    keys = itertools.count()
+    for r in range(rounds):
+        _settle()
+        for name, arm in _rotated(arms, r):
+            start = time.perf_counter()
+            for _ in range(batch):
+                arm(next(keys))
+            samples[name].append((time.perf_counter() - start) / batch * 1e6)
+    claim = ledger.claim("alone", fingerprint=FINGERPRINT)
+    assert isinstance(claim, Claim)
+    alone: dict[str, Callable[[int], object]] = {
+        "identity": lambda i: spec.identity((i,), {}),
+        "fingerprint_of({'x': i})": lambda i: fingerprint_of({"x": i}),
+        "result check (commit_of with the adapter - without)": lambda i: claim.commit_of(
+            i, adapter=spec.adapter
+        ),
+        "commit_of without the adapter": claim.commit_of,
+    }
+    each: dict[str, float] = {}
+    for name, fn in alone.items():
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for i in range(batch):
+                fn(i)
+            times.append((time.perf_counter() - start) / batch * 1e6)
+        each[name] = statistics.median(times)
+    ledger.close()
+    return samples, each
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--batch", type=int, default=300)
+    parser.add_argument("--parts", action="store_true", help="the decorator's costs one by one")
     args = parser.parse_args()
+    if args.parts:
+        samples, alone = part_arms(args.rounds, args.batch)
+        _print("Ledger, memory://, the decorator's costs added one by one", samples)
+        print("each part alone, in a loop of its own")
+        without = alone.pop("commit_of without the adapter")
+        for name, us in alone.items():
+            print(f"  {name:52s} {us - without if 'without' in name else us:6.1f} µs")
+        return
     _print("Ledger, memory://", sync_arms(args.rounds, args.batch))
     _print("AsyncLedger, memory://", asyncio.run(async_arms(args.rounds, args.batch)))
 
