@@ -1,6 +1,8 @@
-"""What the decorator adds to a call, on the in-memory store (no server, no network).
+"""What the decorator adds to a call, on the in-memory store (no server, no network), or on
+the store of ``--url`` (a scratch one: its jobs stay until their retention, an hour).
 
-    .venv/bin/python benchmarks/bench_decorator.py [--rounds 40] [--batch 300]
+    .venv/bin/python benchmarks/bench_decorator.py [--rounds 40] [--batch 300] [--parts]
+        [--url memory://]
 
 Arms, interleaved round by round (in an order rotated each round) so machine noise hits them
 alike, each call a fresh key:
@@ -12,9 +14,10 @@ microseconds per call and the difference to the explicit arm. It asserts nothing
 
 ``--parts`` instead adds the decorator's named costs to the explicit call one at a time,
 interleaved the same way: the call's identity (key scoping, arguments by name and their
-fingerprint, ``IdempotentSpec.identity``), then the result check (``commit`` through the
-return type's adapter), then the whole decorated call; and times each part alone in a loop
-of its own, for what it costs on its own, without a store call between.
+fingerprint, ``IdempotentSpec.identity``), the same work done between the claim and the
+commit instead (on a store that does I/O, after the wait for the claim's reply), then the
+result check (``commit`` through the return type's adapter), then the whole decorated
+call; and times each part alone in a loop of its own, with no store call between.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import gc
 import itertools
 import statistics
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -56,14 +60,19 @@ def _settle() -> None:
     gc.freeze()
 
 
+def _namespace() -> str:
+    """A namespace of the run's own: a store's jobs of an earlier run stay until retention."""
+    return f"bench-{uuid.uuid4().hex[:8]}"
+
+
 def _rotated(arms: dict[str, T], r: int) -> list[tuple[str, T]]:
     """The arms in another order each round: none always runs first after the collection."""
     items = list(arms.items())
     return items[r % len(items) :] + items[: r % len(items)]
 
 
-def sync_arms(rounds: int, batch: int) -> dict[str, list[float]]:
-    ledger = Ledger("memory://", namespace="bench", lease=30, retention=3600)
+def sync_arms(url: str, rounds: int, batch: int) -> dict[str, list[float]]:
+    ledger = Ledger(url, namespace=_namespace(), lease=30, retention=3600)
 
     def handler(x: int) -> int:
         return x
@@ -93,8 +102,8 @@ def sync_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     return samples
 
 
-async def async_arms(rounds: int, batch: int) -> dict[str, list[float]]:
-    ledger = AsyncLedger("memory://", namespace="bench", lease=30, retention=3600)
+async def async_arms(url: str, rounds: int, batch: int) -> dict[str, list[float]]:
+    ledger = AsyncLedger(url, namespace=_namespace(), lease=30, retention=3600)
 
     async def handler(x: int) -> int:
         return x
@@ -124,9 +133,9 @@ async def async_arms(rounds: int, batch: int) -> dict[str, list[float]]:
     return samples
 
 
-def part_arms(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+def part_arms(url: str, rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str, float]]:
     """The explicit call with the decorator's costs added one by one, and each cost alone."""
-    ledger = Ledger("memory://", namespace="bench", lease=30, retention=3600)
+    ledger = Ledger(url, namespace=_namespace(), lease=30, retention=3600)
 
     def handler(x: int) -> int:
         return x
@@ -145,6 +154,14 @@ def part_arms(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str
         assert isinstance(claim, Claim)
         claim.commit(i)
 
+    def between(i: int) -> None:
+        """The same work as ``identity`` (its answer unused), done between the two store
+        calls instead of before them: what the work costs after a wait on the store."""
+        claim = ledger.claim(f"handler/b{i}", fingerprint=FINGERPRINT)
+        assert isinstance(claim, Claim)
+        spec.identity((i,), {})
+        claim.commit(i)
+
     def checked(i: int) -> None:
         key, fingerprint, _ = spec.identity((-i - 1,), {})
         claim = ledger.claim(key, fingerprint=fingerprint)
@@ -154,6 +171,7 @@ def part_arms(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str
     arms: dict[str, Callable[[int], object]] = {
         "explicit claim + commit": explicit,
         "+ identity": identity,
+        "+ identity's work between claim and commit": between,
         "+ identity + result check": checked,
         "decorated, heartbeat=False": decorated,
     }
@@ -166,7 +184,7 @@ def part_arms(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str
             for _ in range(batch):
                 arm(next(keys))
             samples[name].append((time.perf_counter() - start) / batch * 1e6)
-    claim = ledger.claim("alone", fingerprint=FINGERPRINT)
+    claim = ledger.claim(f"alone-{uuid.uuid4().hex}", fingerprint=FINGERPRINT)
     assert isinstance(claim, Claim)
     alone: dict[str, Callable[[int], object]] = {
         "identity": lambda i: spec.identity((i,), {}),
@@ -193,18 +211,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--batch", type=int, default=300)
+    parser.add_argument("--url", default="memory://", help="the job store (default memory://)")
     parser.add_argument("--parts", action="store_true", help="the decorator's costs one by one")
     args = parser.parse_args()
     if args.parts:
-        samples, alone = part_arms(args.rounds, args.batch)
-        _print("Ledger, memory://, the decorator's costs added one by one", samples)
+        samples, alone = part_arms(args.url, args.rounds, args.batch)
+        _print(f"Ledger, {args.url}, the decorator's costs added one by one", samples)
         print("each part alone, in a loop of its own")
         without = alone.pop("commit_of without the adapter")
         for name, us in alone.items():
             print(f"  {name:52s} {us - without if 'without' in name else us:6.1f} µs")
         return
-    _print("Ledger, memory://", sync_arms(args.rounds, args.batch))
-    _print("AsyncLedger, memory://", asyncio.run(async_arms(args.rounds, args.batch)))
+    _print(f"Ledger, {args.url}", sync_arms(args.url, args.rounds, args.batch))
+    _print(f"AsyncLedger, {args.url}", asyncio.run(async_arms(args.url, args.rounds, args.batch)))
 
 
 if __name__ == "__main__":
