@@ -298,7 +298,7 @@ class _Pipe:
         self._expired = False
 
     async def call(self, buffer: bytes) -> Any:
-        if not self.connection.is_connected:
+        if self._reader is None:  # not open yet: the streams exist before the handshake ends
             if self._opened is None:
                 self._opened = self.loop.create_task(self._open())
             await asyncio.shield(self._opened)  # every caller waits for the one connect

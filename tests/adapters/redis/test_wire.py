@@ -162,6 +162,39 @@ def test_concurrent_async_calls_share_one_connection_each_with_its_own_answer(
     assert after == before  # 64 calls in flight, no connection more
 
 
+def test_calls_made_while_the_async_connection_opens_wait_for_its_handshake(
+    private_redis: RedisServer,
+) -> None:
+    """The connection's handshake (``CLIENT SETNAME``, ``CLIENT SETINFO``: an error on a
+    server before 7.2, read by redis-py) is on the socket while it opens; a call made then
+    is sent after it, so its reply is its own, not the handshake's."""
+    url = with_query(private_redis.url, f"{QUIET}&client_name=rill-handshake")
+    keys = [f"k{i}" for i in range(60)]
+
+    async def run() -> list[object]:
+        writer = AsyncLedger(AsyncRedisStore.from_url(url), namespace="opening", lease=30)
+        try:
+            await _committed(writer, keys)
+        finally:
+            await writer.close()
+        ledger = AsyncLedger(AsyncRedisStore.from_url(url), namespace="opening", lease=30)
+        try:  # a fresh store: its pipe opens while the calls arrive, one each turn
+            tasks = []
+            for key in keys:
+                tasks.append(asyncio.create_task(ledger.claim(key)))
+                await asyncio.sleep(0)
+            # a reply read by the wrong reader leaves a call waiting: fail, not hang
+            together = asyncio.gather(*tasks, return_exceptions=True)
+            return list(await asyncio.wait_for(together, 30))
+        finally:
+            await ledger.close()
+
+    answers = asyncio.run(run())
+    assert [a.result() if isinstance(a, Replay) else a for a in answers] == [
+        f"result of {key}" for key in keys
+    ]
+
+
 async def _committed(ledger: AsyncLedger, keys: list[str]) -> None:
     """Commit each key with the result ``result of {key}``, one after another."""
     for key in keys:
