@@ -5,18 +5,19 @@ PostgreSQL runs one server-decided statement per operation (``queries/postgres.s
 as SQL text straight to the driver's cursor); SQLite and MariaDB run one short transaction
 that locks the job row and applies the lifecycle rules of ``rill_executor.store`` in Python,
 on the database's clock. PostgreSQL runs such transactions too where a single statement would
-buy nothing: a claim with a watch (engine dispatches only), and leasing and settling notices.
-A flow whose first statement is ``Raw`` is one driver-level statement; any other flow is one
-transaction, or, run with ``transaction=False``, statements that each commit on their own:
-the reads, and MariaDB's ``peek_claim``, which answers a claim that writes nothing in one
-unlocked read and inserts a first claim's job without a transaction.
+buy little: a claim with a watch (engine dispatches only) that finds its job already there,
+and leasing notices. A flow whose first statement is ``Raw`` is one driver-level statement;
+any other flow is one transaction, or, run with ``transaction=False``, statements that each
+commit on their own: the reads, and ``first_claim``, a claim's try before its transaction
+(MariaDB's ``peek_claim``, which answers a claim that writes nothing in one unlocked read and
+inserts a first claim's job; PostgreSQL's first claim with a watch, one insert).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from functools import cache
 from operator import itemgetter
 from typing import Any, NamedTuple, TypeAlias
@@ -126,7 +127,7 @@ _MAX_RACES = 8
 
 @cache
 def _raw(name: str) -> Raw:
-    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS}.get(name)
+    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS, "settle": ("settled",)}.get(name)
     if columns is None:  # claim and the fenced writes answer (ok, now, job columns…)
         return Raw(named("postgres", name), ANSWER_COLUMNS, tuples=True)
     return Raw(named("postgres", name), columns)
@@ -446,8 +447,8 @@ def _client_finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion)
 # -- the server-decided flows (PostgreSQL): one statement each --------------------------------
 
 
-def _server_claim(request: ClaimRequest) -> Flow:
-    params = {
+def _claim_params(request: ClaimRequest) -> dict[str, Any]:
+    return {
         "job_id": request.job_id,
         "namespace": request.namespace,
         "job_key": request.key,
@@ -457,7 +458,21 @@ def _server_claim(request: ClaimRequest) -> Flow:
         "result_version": request.result_version,
         "origin": request.origin,
         "trace": request.trace,
+        "watch": request.watch,
     }
+
+
+def _watched_insert(request: ClaimRequest) -> Flow:
+    """PostgreSQL's claim with a watch, begun outside a transaction: a key with no job gets
+    its job, watched, in one statement (``rill_claim``); anything else answers None, and
+    the caller runs ``claim``, which decides on the row locked (a watch for a replay or a
+    running job, a takeover) as the other dialects do."""
+    answer = _server_answer((yield _raw("claim_call"), _claim_params(request)))
+    return answer if answer.ok else None
+
+
+def _server_claim(request: ClaimRequest) -> Flow:
+    params = _claim_params(request)
     for _ in range(_MAX_RACES):
         answer = _server_answer((yield _raw("claim_call"), params))
         if answer.job is None:
@@ -488,6 +503,18 @@ _SELECT_1 = text("SELECT 1")
 def ping(dialect: SqlDialect) -> Flow:
     """``SELECT 1``, sent the way the dialect's operations go: the benchmark's floor."""
     yield (_PING if dialect.server_side else _SELECT_1), {}
+
+
+def claims_first_outside(dialect: SqlDialect, request: ClaimRequest) -> bool:
+    """Whether ``request`` is tried first outside a transaction (``first_claim``)."""
+    return dialect.autocommit_pool or (dialect.server_side and request.watch is not None)
+
+
+def first_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
+    """A claim's try outside a transaction: its answer, or None for ``claim`` to decide."""
+    if dialect.autocommit_pool:
+        return peek_claim(dialect, request)
+    return _watched_insert(request)
 
 
 def claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
@@ -929,6 +956,9 @@ def _with_notices(job: JobRow, notices: list[Any]) -> JobRow:
 
 
 def settle(dialect: SqlDialect, job_id: str, settlement: NoticeSettlement) -> Flow:
+    if dialect.server_side:
+        ((row,)) = yield _raw("settle"), {"job_id": job_id, **asdict(settlement)}
+        return row["settled"] == 1
     job, _, now = yield from _locked(dialect, job_id)
     settled = None if job is None else settle_notice(job.notices, settlement, now)
     if job is None or settled is None:

@@ -2,9 +2,9 @@
 
 A new database gets the current tables (``_schema.metadata``); an older one gets the
 ``MIGRATIONS`` it lacks, in the caller's transaction. On PostgreSQL the schema has a
-function too, ``rill_claim`` (version 9, ``claim_function`` in ``_queries``): the claim,
+function too, ``rill_claim`` (version 10, ``claim_function`` in ``_queries``): the claim,
 which reads a job before it starts an insert. Its result columns are the job's: a version
-that changes them replaces it (``DROP FUNCTION``, then create it again).
+that changes them, or its parameters, replaces it (``DROP FUNCTION``, then create it again).
 """
 
 from __future__ import annotations
@@ -81,6 +81,18 @@ def _v9_lapse(conn: Connection) -> None:
     _v8_claim_function(conn)
 
 
+def _v10_watched_insert(conn: Connection) -> None:
+    """Version 10: ``rill_claim`` takes the claim's watch (``p_watch``, defaulting to none,
+    so a process still on version 9's call goes on working): a first claim with a watch
+    inserts its job watched in one statement (PostgreSQL; nothing to do elsewhere)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "DROP FUNCTION IF EXISTS rill_claim(varchar, varchar, varchar, varchar, bigint,"
+            " varchar, varchar, text, varchar)"
+        )
+        _v8_claim_function(conn)
+
+
 # Each version's change to the one before. A new database gets ``metadata`` as it is now;
 # an older one gets the changes it lacks. Version 1 is the first released table (see
 # ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
@@ -93,8 +105,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     7: _v7_trace,
     8: _v8_claim_function,
     9: _v9_lapse,
+    10: _v10_watched_insert,
 }
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def create_v1(conn: Connection, now_us: int) -> None:

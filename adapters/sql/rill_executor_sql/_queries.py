@@ -2,7 +2,7 @@
 
 They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
 pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history and
-event log. ``claim_function`` is the DDL of ``rill_claim`` (schema version 9), which runs the
+event log. ``claim_function`` is the DDL of ``rill_claim`` (schema version 10), which runs the
 ``claim`` statement when a read and an insert do not settle the claim.
 """
 

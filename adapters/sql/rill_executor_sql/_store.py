@@ -286,8 +286,10 @@ class SqlStore:
         self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
-        if self.dialect.autocommit_pool:  # MariaDB: a claim that writes nothing is one read
-            answer = self._run(lambda: _flows.peek_claim(self.dialect, request), transaction=False)
+        # MariaDB: a claim that writes nothing is one read; PostgreSQL: a first claim with a
+        # watch is one insert
+        if _flows.claims_first_outside(self.dialect, request):
+            answer = self._run(lambda: _flows.first_claim(self.dialect, request), transaction=False)
             if answer is not None:
                 return answer  # type: ignore[no-any-return]
         return self._run(lambda: _flows.claim(self.dialect, request))  # type: ignore[no-any-return]
@@ -459,9 +461,9 @@ class AsyncSqlStore:
         await self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
-        if self.dialect.autocommit_pool:  # as SqlStore.claim
+        if _flows.claims_first_outside(self.dialect, request):  # as SqlStore.claim
             answer = await self._run(
-                lambda: _flows.peek_claim(self.dialect, request), transaction=False
+                lambda: _flows.first_claim(self.dialect, request), transaction=False
             )
             if answer is not None:
                 return answer  # type: ignore[no-any-return]

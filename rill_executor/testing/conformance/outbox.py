@@ -194,6 +194,15 @@ class Outbox(KitBase):
         assert not ledger.settle_notice(first, "delivered", "ok")  # its lease ran out
         assert ledger.settle_notice(second, "delivered", "ok")
 
+    def test_a_delivery_lease_that_ran_out_settles_nothing(self, ledger: DrivenLedger) -> None:
+        ledger.claim("k", watch=Watch("t", "u")).commit("done")
+        (first,) = ledger.lease_notices(owner="slow", lease=0.2)
+        time.sleep(0.3)
+        # no other deliverer took the notice, yet its owner's lease ran out: not settled
+        assert not ledger.settle_notice(first, "delivered", "ok")
+        (again,) = ledger.lease_notices(owner="slow", lease=30)
+        assert again.info.id == first.info.id and again.info.attempts == 2
+
     def test_a_watched_job_whose_owner_lapsed_gets_one_lapse_notice(
         self, driver: LedgerDriver, namespace: str
     ) -> None:

@@ -110,6 +110,48 @@ def test_postgres_finish_writes_the_notices_of_finish_notices_in_its_one_stateme
     store.close()
 
 
+def test_postgres_first_watched_claim_and_settling_are_one_statement_each(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SqlStore(postgres_url)
+    namespace = f"pgw{uuid.uuid4().hex[:8]}"
+    ledger = Ledger(store, namespace=namespace, lease=30)
+    seen = _raw_statements(store, monkeypatch)
+    target = {"url": "u1", "n": [1, None], "s": "\u00e9\u2603"}
+    owner = ledger.claim("k", watch=Watch("task-1", target))
+    assert isinstance(owner, Claim)
+    assert len(seen) == 1  # the insert, watched: no transaction
+    found = store.status(job_id(namespace, "k"))
+    assert found is not None
+    assert json.loads(found.job.watchers) == {"task-1": target}
+    assert _stored(store, namespace, "k")[1] == outbox_due(found.job) == found.job.lease_until
+    # a watch for a job already there: the insert inserts nothing, and the locked
+    # transaction adds the watch
+    assert isinstance(ledger.claim("k", watch=Watch("task-2", "u2")), InProgress)
+    found = store.status(job_id(namespace, "k"))
+    assert found is not None and json.loads(found.job.watchers) == {
+        "task-1": target,
+        "task-2": "u2",
+    }
+    owner.commit("done")
+    first, second = ledger.lease_notices(owner="d", lease=30)
+    del seen[:]
+    assert ledger.settle_notice(first, "delivered", "ok")
+    assert len(seen) == 1  # settling: one statement
+    before = store.status(job_id(namespace, "k"))
+    assert not ledger.settle_notice(first, "delivered", "ok")  # settled already: not written
+    after = store.status(job_id(namespace, "k"))
+    assert before is not None and after is not None and after.job == before.job
+    assert ledger.settle_notice(second, "pending", "retry_later", retry_in=60)
+    status = ledger.status("k")
+    assert status is not None
+    assert [(n.watch, n.status) for n in status.notices] == [
+        ("task-1", "delivered"),
+        ("task-2", "pending"),
+    ]
+    store.close()
+
+
 _DELIVERER = """
 import json, sys
 from rill_executor import Ledger

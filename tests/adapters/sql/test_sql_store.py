@@ -240,7 +240,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert store.upgrade() == [2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -274,6 +274,31 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     assert isinstance(again_replay, Replay) and again_replay.trace == traced
     status = ledger.status("k")
     assert status is not None and [a.trace for a in status.attempts] == [traced]
+    store.close()
+
+
+@pytest.mark.parametrize("empty_database", ["postgres"], indirect=True)
+def test_postgres_version_9_upgrades_to_one_claim_function_that_answers_its_call(
+    empty_database: str,
+) -> None:
+    store = SqlStore(empty_database, upgrade=True)
+    nine = "varchar, varchar, varchar, varchar, bigint, varchar, varchar, text, varchar"
+    with store.engine.begin() as conn:  # back to version 9: its function had no watch
+        conn.exec_driver_sql(f"DROP FUNCTION rill_claim({nine}, jsonb)")
+        conn.exec_driver_sql(f"CREATE FUNCTION rill_claim({nine}) RETURNS void LANGUAGE sql AS ''")
+        conn.execute(text("UPDATE rill_schema SET version = 9"))
+    assert store.upgrade() == [10]
+    call = (  # version 9's call, as a process not yet upgraded sends it
+        "SELECT * FROM rill_claim(CAST('j' AS varchar), CAST('ns' AS varchar),"
+        " CAST('k' AS varchar), CAST('a1' AS varchar), CAST(30000000 AS bigint),"
+        " CAST('f' AS varchar), CAST(NULL AS varchar), CAST(NULL AS text),"
+        " CAST(NULL AS varchar))"
+    )
+    with store.engine.begin() as conn:
+        functions = "SELECT count(*) FROM pg_proc WHERE proname = 'rill_claim'"
+        assert conn.exec_driver_sql(functions).scalar_one() == 1
+        ok, _, claimed = conn.exec_driver_sql(call).one()[:3]
+    assert ok is True and claimed == "j"
     store.close()
 
 

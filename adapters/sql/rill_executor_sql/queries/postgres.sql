@@ -3,57 +3,68 @@
 -- (ok, now, job columns…): the job as the operation left it. The attempt history lives in
 -- the job row (jsonb array, appended when an attempt ends), so a fresh call writes one row
 -- twice: an insert, then an update.
--- A claim with a watch, and leasing and settling notices, are short transactions decided in
--- the client (see _flows.py); finish turns the watches into notices here, in its one write.
+-- A first claim with a watch inserts its job watched here too, and settling a notice is one
+-- statement; any other claim with a watch, and leasing notices, are short transactions
+-- decided in the client (see _flows.py); finish turns the watches into notices here, in
+-- its one write.
 
 -- name: claim_call
 -- A claim: the function below, one statement.
 SELECT * FROM rill_claim(CAST(%(job_id)s AS varchar), CAST(%(namespace)s AS varchar),
     CAST(%(job_key)s AS varchar), CAST(%(attempt_id)s AS varchar), CAST(%(lease_us)s AS bigint),
     CAST(%(fingerprint)s AS varchar), CAST(%(result_version)s AS varchar),
-    CAST(%(origin)s AS text), CAST(%(trace)s AS varchar))
+    CAST(%(origin)s AS text), CAST(%(trace)s AS varchar), CAST(%(watch)s AS jsonb))
 
 -- name: claim_function
--- The claim (schema version 8; version 9: a takeover keeps a watched job's lapse due). A data-modifying statement pays for starting its INSERT even
+-- The claim (schema version 8; version 9: a takeover keeps a watched job's lapse due;
+-- version 10: p_watch, a first claim's watch). A data-modifying statement pays for starting its INSERT even
 -- when it inserts nothing, which was about half of a replay's server time; so the function
 -- first reads the job and answers it untouched when no claim may take it (the rules of
 -- `claim` below, negated: a replay, a live owner, a fingerprint mismatch). Otherwise a job
 -- that is not there is inserted, ON CONFLICT DO NOTHING (its fence goes on from the row this
 -- statement's snapshot still sees, or from a purged record's); anything else, or an insert
 -- that met a concurrent one, runs `claim` itself, which decides on the row as it stands.
+-- A claim with a watch (p_watch, {"id", "target"}) only inserts: its job watched by it, due
+-- at its lease's end for a lapse notice (outbox_due); a job already there answers nothing,
+-- and the caller decides in a short transaction (a replay's or a running job's watch).
 -- Each statement in the function takes a new snapshot; the clock is the transaction's.
 CREATE OR REPLACE FUNCTION rill_claim(
     p_job_id varchar, p_namespace varchar, p_job_key varchar, p_attempt_id varchar,
     p_lease_us bigint, p_fingerprint varchar, p_result_version varchar, p_origin text,
-    p_trace varchar)
+    p_trace varchar, p_watch jsonb DEFAULT NULL)
 RETURNS TABLE ({answer}) LANGUAGE plpgsql VOLATILE AS $claim$
 #variable_conflict use_column
 DECLARE
     t bigint := (extract(epoch FROM now()) * 1000000)::bigint;
 BEGIN
-    RETURN QUERY SELECT false, t, {columns} FROM rill_jobs j WHERE j.job_id = p_job_id
-        AND ((j.state <> 'processing' AND j.retain_until <= t)
-          OR (j.fingerprint = p_fingerprint
-              AND j.result_version IS NOT DISTINCT FROM p_result_version
-              AND ((j.state = 'failed' AND j.retryable)
-                   OR (j.state = 'processing' AND j.lease_until <= t)))) IS NOT TRUE;
-    IF FOUND THEN
-        RETURN;
+    IF p_watch IS NULL THEN
+        RETURN QUERY SELECT false, t, {columns} FROM rill_jobs j WHERE j.job_id = p_job_id
+            AND ((j.state <> 'processing' AND j.retain_until <= t)
+              OR (j.fingerprint = p_fingerprint
+                  AND j.result_version IS NOT DISTINCT FROM p_result_version
+                  AND ((j.state = 'failed' AND j.retryable)
+                       OR (j.state = 'processing' AND j.lease_until <= t)))) IS NOT TRUE;
+        IF FOUND THEN
+            RETURN;
+        END IF;
     END IF;
     RETURN QUERY WITH ins AS (
         INSERT INTO rill_jobs AS j (
             job_id, namespace, job_key, state, fence, owner_attempt, claimed_at, lease_until,
             fingerprint, result_version, result, error, retryable, created_at, updated_at,
-            finished_at, retain_until, attempts, outputs, origin, trace)
+            finished_at, retain_until, attempts, outputs, origin, trace, watchers, notice_due)
         SELECT p_job_id, p_namespace, p_job_key, 'processing',
             coalesce((SELECT c.fence FROM rill_jobs c WHERE c.job_id = p_job_id),
                      (SELECT f.fence FROM rill_fences f WHERE f.job_id = p_job_id), 0) + 1,
             p_attempt_id, t, t + p_lease_us, p_fingerprint, p_result_version,
-            NULL, NULL, NULL, t, t, NULL, NULL, '[]'::jsonb, '[]'::jsonb, p_origin, p_trace
+            NULL, NULL, NULL, t, t, NULL, NULL, '[]'::jsonb, '[]'::jsonb, p_origin, p_trace,
+            CASE WHEN p_watch IS NULL THEN '{}'::jsonb
+                ELSE jsonb_build_object(p_watch->>'id', p_watch->'target') END,
+            CASE WHEN p_watch IS NULL THEN NULL ELSE t + p_lease_us END
         ON CONFLICT (job_id) DO NOTHING
         RETURNING {columns})
     SELECT true, t, ins.* FROM ins;
-    IF FOUND THEN
+    IF FOUND OR p_watch IS NOT NULL THEN
         RETURN;
     END IF;
     RETURN QUERY {claim};
@@ -205,6 +216,51 @@ SELECT true AS ok, clock.now_us AS now, upd.* FROM upd, clock
 UNION ALL
 SELECT false, clock.now_us, {columns} FROM rill_jobs j, clock
 WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
+
+-- name: settle
+-- A delivery's end recorded on its notice (settle_notice), in one statement: only while the
+-- settling deliverer holds the notice's lease (the notice pending, its lease owner, the
+-- lease not run out), else nothing is written. notice_due follows (outbox_due): the earliest
+-- of the other pending notices' due or lease end, this one's retry when it is pending
+-- again, and a watched running job's lease end while no lapse notice of its fence is there.
+WITH clock AS (
+    SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+), upd AS (
+    UPDATE rill_jobs j
+    SET notices = (SELECT jsonb_agg(CASE WHEN e.n ->> 'id' = CAST(%(notice_id)s AS text)
+            THEN e.n || jsonb_build_object(
+                'status', CAST(%(status)s AS text), 'lease_owner', NULL, 'lease_until', NULL,
+                'outcome', CAST(%(outcome)s AS text), 'detail', CAST(%(detail)s AS text),
+                'settled_at', CASE WHEN CAST(%(status)s AS text) = 'pending' THEN NULL
+                    ELSE clock.now_us END,
+                'due', CASE WHEN CAST(%(status)s AS text) = 'pending'
+                    THEN to_jsonb(clock.now_us + CAST(%(retry_in_us)s AS bigint))
+                    ELSE e.n -> 'due' END)
+            ELSE e.n END ORDER BY e.i)
+            FROM jsonb_array_elements(j.notices) WITH ORDINALITY AS e(n, i)),
+        notice_due = (SELECT min(d.due) FROM (
+            SELECT greatest((o ->> 'due')::bigint, coalesce((o ->> 'lease_until')::bigint, 0))
+            FROM jsonb_array_elements(j.notices) o
+            WHERE o ->> 'status' = 'pending' AND o ->> 'id' <> CAST(%(notice_id)s AS text)
+            UNION ALL
+            SELECT clock.now_us + CAST(%(retry_in_us)s AS bigint)
+            WHERE CAST(%(status)s AS text) = 'pending'
+            UNION ALL
+            SELECT j.lease_until
+            WHERE j.state = 'processing' AND j.lease_until IS NOT NULL
+              AND j.watchers <> '{}'::jsonb
+              AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) l
+                  WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = j.fence)
+            ) AS d(due))
+    FROM clock
+    WHERE j.job_id = CAST(%(job_id)s AS varchar)
+      AND EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) h
+          WHERE h ->> 'id' = CAST(%(notice_id)s AS text) AND h ->> 'status' = 'pending'
+            AND h ->> 'lease_owner' = CAST(%(owner)s AS text)
+            AND (h ->> 'lease_until')::bigint > clock.now_us)
+    RETURNING j.job_id
+)
+SELECT count(*) AS settled FROM upd
 
 -- name: status
 SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns},
