@@ -16,6 +16,7 @@ import pytest
 
 from rill_executor import AttemptOutcome, JobState
 from rill_executor._keys import job_id
+from rill_executor.store import Watch
 from rill_executor.testing import LedgerDriver, is_claim
 from rill_executor.testing.drill import FaultProxy
 
@@ -61,15 +62,16 @@ def namespace() -> str:
     return f"t{uuid.uuid4().hex[:16]}"
 
 
-@pytest.mark.parametrize("operation", ["claim", "heartbeat", "finish"])
+@pytest.mark.parametrize("operation", ["claim", "watched claim", "heartbeat", "finish"])
 def test_an_applied_call_whose_reply_was_lost_is_recognised(
     driver: LedgerDriver, cut: Cut, namespace: str, operation: str
 ) -> None:
     ledger = driver.ledger(namespace, lease=30)
     cuts = {}
-    if operation == "claim":
-        cuts["claim"] = cut.next_reply_of(namespace, "k")
-    claim = ledger.claim("k")
+    if operation in ("claim", "watched claim"):
+        cuts[operation] = cut.next_reply_of(namespace, "k")
+    watch = Watch("task-1", "u1") if operation == "watched claim" else None
+    claim = ledger.claim("k", watch=watch)
     assert is_claim(claim) and claim.fence == 1, claim
     if operation == "heartbeat":
         cuts["heartbeat"] = cut.next_reply_of(namespace, "k")
@@ -82,6 +84,8 @@ def test_an_applied_call_whose_reply_was_lost_is_recognised(
     assert status is not None and status.state is JobState.SUCCEEDED
     assert status.result == "done" and status.fence == 1
     assert [(a.fence, a.outcome) for a in status.attempts] == [(1, AttemptOutcome.SUCCEEDED)]
+    if watch is not None:  # the resent claim kept the one watch: one notice at the finish
+        assert [n.watch for n in status.notices] == ["task-1"]
 
 
 def test_a_decorated_call_whose_claim_reply_was_lost_runs_at_once(
