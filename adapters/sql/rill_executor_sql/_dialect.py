@@ -39,6 +39,8 @@ _NOW = {
 _SYNC_DRIVER = {"postgresql": "psycopg", "sqlite": "pysqlite", "mysql": "pymysql"}
 _ASYNC_DRIVER = {"postgresql": "psycopg", "mysql": "aiomysql"}  # SQLite: threads (AsyncSqlStore)
 _EXTRA = {"postgresql": "postgres", "mysql": "mariadb"}
+POOL_SIZE = 16  # connections a server's pool keeps open, at most, in each process
+_MAX_POOL_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,34 @@ def _free_writers_in_child() -> None:
 os.register_at_fork(after_in_child=_free_writers_in_child)
 
 
-def _autocommit_args() -> dict[str, Any]:
+def _pool(size: int) -> dict[str, Any]:
+    """A pool that keeps every connection it opens, up to ``size``, and makes an operation
+    wait for one beyond that. SQLAlchemy's overflow would close a connection over the
+    pool's size as it comes back: under a burst wider than the pool, every few operations
+    opened a new one (on PostgreSQL a server process forked, authenticated and warmed up)."""
+    return {"pool_size": size, "max_overflow": 0}
+
+
+def _pool_size(url: URL, family: str) -> tuple[int, URL]:
+    """The URL's ``pool_size`` (or the default), and the URL without it."""
+    raw = url.query.get("pool_size")
+    if raw is None:
+        return POOL_SIZE, url
+    if family == "sqlite":
+        raise ConfigError(
+            "the store URL option pool_size does not apply to sqlite: its writers take turns"
+            " on the database's lock"
+        )
+    size = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    if not 1 <= size <= _MAX_POOL_SIZE:
+        raise ConfigError(
+            f"the store URL option pool_size={raw!r} must be a whole number of connections"
+            f" from 1 to {_MAX_POOL_SIZE}"
+        )
+    return size, url.difference_update_query(["pool_size"])
+
+
+def _autocommit_args(pool_size: int) -> dict[str, Any]:
     """MariaDB reads (status, listing, ping) and a claim's first read (``peek_claim``):
     autocommit connections of their own pool. A read in the writers' pool opens an implicit
     transaction that must end (COMMIT or ROLLBACK: a second round trip); an autocommitted
@@ -149,21 +178,19 @@ def _autocommit_args() -> dict[str, Any]:
         "isolation_level": "AUTOCOMMIT",
         "skip_autocommit_rollback": True,  # SQLAlchemy would still send ROLLBACK at close
         "pool_reset_on_return": None,
-        "pool_size": 8,
-        "max_overflow": 8,
         "pool_recycle": 3600,
+        **_pool(pool_size),
     }
 
 
-def _engine_args(family: str, bounds: Bounds) -> dict[str, Any]:
+def _engine_args(family: str, bounds: Bounds, pool_size: int) -> dict[str, Any]:
     if family == "postgresql":
         # Each operation is one statement: autocommit spares the BEGIN/COMMIT round trips.
         # Nothing to roll back when a connection returns to the pool, either.
         return {
             "isolation_level": "AUTOCOMMIT",
             "pool_reset_on_return": None,
-            "pool_size": 8,
-            "max_overflow": 8,
+            **_pool(pool_size),
         }
     if family == "mysql":
         # No gap locks: two first claims of one key race on the primary key, and the
@@ -173,9 +200,8 @@ def _engine_args(family: str, bounds: Bounds) -> dict[str, Any]:
         return {
             "isolation_level": "READ COMMITTED",
             "pool_reset_on_return": None,
-            "pool_size": 8,
-            "max_overflow": 8,
             "pool_recycle": 3600,
+            **_pool(pool_size),
         }
     return {"connect_args": {"timeout": bounds.busy, "check_same_thread": False}}
 
@@ -212,10 +238,15 @@ def _bounded(
     dialect: SqlDialect, url: URL, autocommit: bool, migrations: bool, *, is_async: bool
 ) -> tuple[Bounds, URL, dict[str, Any]]:
     """The bounds the URL sets, the URL without them, and the engine's arguments."""
+    pool_size, url = _pool_size(url, dialect.family)
     bounds, url = split_bounds(url, dialect.family)
     if migrations:
         bounds = bounds.for_migrations()
-    args = _autocommit_args() if autocommit else _engine_args(dialect.family, bounds)
+    args = (
+        _autocommit_args(pool_size)
+        if autocommit
+        else _engine_args(dialect.family, bounds, pool_size)
+    )
     extra = connect_args(dialect.family, bounds, url, is_async=is_async)
     args["connect_args"] = {**args.get("connect_args", {}), **extra}
     if "options" in extra:  # the URL's own startup options are merged into ours

@@ -73,8 +73,8 @@ def wrap_errors(where: str) -> Iterator[None]:
         yield
     except sa.TimeoutError as exc:
         raise StoreUnavailable(
-            f"no free connection to {where} in time ({exc}); raise the pool size or lower"
-            " the concurrency"
+            f"no free connection to {where} in time ({exc}); raise the pool size (the"
+            " store URL's pool_size) or lower the concurrency"
         ) from exc
     except sa.DBAPIError as exc:
         message = str(exc.orig)

@@ -143,6 +143,9 @@ def test_sqlite_waits_for_its_write_lock_a_bounded_time(
         ("mariadb", "read_timeout=soon", "read_timeout='soon' must be a number of seconds"),
         ("postgres", "busy_timeout=1", "busy_timeout does not apply to postgresql"),
         ("sqlite", "lock_timeout=1", "lock_timeout does not apply to sqlite"),
+        ("postgres", "pool_size=0", "pool_size='0' must be a whole number of connections"),
+        ("mariadb", "pool_size=many", "pool_size='many' must be a whole number"),
+        ("sqlite", "pool_size=4", "pool_size does not apply to sqlite"),
     ],
 )
 def test_a_bad_bound_in_the_url_is_a_config_error(
