@@ -8,6 +8,9 @@ with a doubling delay, up to ``max_attempts`` tries.
 A *lapse notice* (a watched job whose owner's lease ran out: see ``_redrive``) is not sent:
 the deliverer hands it to its ``redrive`` (the executor's, which runs the job again), or,
 alone, ends the job as a retryable failure that the engine is told of.
+
+Callbacks go out through aiohttp: a POST costs its client a fifth to a tenth of httpx's CPU
+(docs/benchmarks.md), and the deliverer sends one for every task.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-import httpx
+import aiohttp
 
 from .. import AsyncLedger, JobState, RillExecutorError, StoreError
 from ..integration import Seconds, to_us
@@ -43,6 +46,9 @@ __all__ = ["Deliverer", "Delivery"]
 
 log = logging.getLogger("rill_executor.rillflow")
 
+MAX_ANSWER_BYTES = 64 * 1024
+"""Of an engine's answer to a callback (a small JSON document), the most that is read."""
+
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
@@ -63,7 +69,7 @@ class Deliverer:
         self,
         ledger: AsyncLedger,
         *,
-        client: httpx.AsyncClient | None = None,
+        client: aiohttp.ClientSession | None = None,
         owner: str | None = None,
         lease: Seconds = timedelta(seconds=30),
         batch: int = 16,
@@ -82,9 +88,10 @@ class Deliverer:
         self._batch = batch
         self._poll = to_us(poll, "poll") / 1e6
         self._max_attempts = max_attempts
-        seconds = to_us(timeout, "timeout") / 1e6
-        self._client = client or httpx.AsyncClient(timeout=seconds, trust_env=False)
+        self._timeout = aiohttp.ClientTimeout(total=to_us(timeout, "timeout") / 1e6)
+        self._client = client
         self._own_client = client is None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -150,14 +157,35 @@ class Deliverer:
             return CallbackClass.REFUSED, f"not sent: {refusal}", (None, None, "NotAllowed")
         headers = {"Content-Type": "application/json", **tracing.callback_headers()}
         try:
-            answer = await self._client.post(callback.url, content=callback.body, headers=headers)
-        except httpx.HTTPError as exc:
-            kind, detail = classify(None, f"{type(exc).__name__}: {exc}")
+            async with self._session().post(
+                callback.url,
+                data=callback.body,
+                headers=headers,
+                timeout=self._timeout,
+                allow_redirects=False,  # a redirect could lead anywhere: only engines= are sent to
+            ) as answer:
+                status = answer.status
+                text = (await answer.content.read(MAX_ANSWER_BYTES)).decode("utf-8", "replace")
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            reason = str(exc) or f"no answer within {self._timeout.total:g} s"
+            kind, detail = classify(None, f"{type(exc).__name__}: {reason}")
             return kind, detail, (None, None, type(exc).__qualname__)
-        kind, detail = classify(answer.status_code, answer.text)
+        kind, detail = classify(status, text)
         failed = kind in (CallbackClass.REFUSED, CallbackClass.RETRY_LATER)
-        error = str(answer.status_code) if failed else None
-        return kind, detail, (answer.status_code, error_code(answer.text), error)
+        error = str(status) if failed else None
+        return kind, detail, (status, error_code(text), error)
+
+    def _session(self) -> aiohttp.ClientSession:
+        """The session callbacks go out on: the one given, or the deliverer's own, opened in
+        the event loop that sends (an aiohttp session belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._own_client and (self._client is None or self._client_loop is not loop):
+            if self._client is not None:  # its loop is another: its connections are of no use
+                self._client.detach()
+            self._client = aiohttp.ClientSession(trust_env=False)
+            self._client_loop = loop
+        assert self._client is not None
+        return self._client
 
     def wake(self) -> None:
         """Deliver now rather than at the next poll (after a commit, say)."""
@@ -193,8 +221,9 @@ class Deliverer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if self._own_client:
-            await self._client.aclose()
+        if self._own_client and self._client is not None:
+            await self._client.close()
+            self._client = None
 
 
 def _log_outage(exc: Exception, poll: float) -> None:

@@ -12,6 +12,7 @@ import re
 import select
 import socket
 import string
+import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,10 +35,12 @@ from rill_executor.rillflow import (
     RillFlowExecutor,
     status_router,
 )
+from rill_executor.rillflow._engines import Engines
 from rill_executor.rillflow._tokens import _unb64
 from rill_executor.store import MAX_EVENTS
 from rill_executor.testing.rillflow import serve_app
 
+from ..adapters.faults.waits import ends_within
 from .service import ExecutorService
 
 SECRET = "render-farm-secret-0123456789abcdef"
@@ -212,6 +215,101 @@ def test_a_deliverer_alone_sends_only_http_urls() -> None:
     assert done.classification == "refused" and "not an http(s) URL" in done.detail
 
 
+class RawEngine:
+    """An engine on a raw socket that answers every callback with ``answer`` (bytes, or
+    None to keep the socket open and answer nothing); ``streamed`` bytes of a body follow
+    until the client goes. Counts the requests that reached it and the bytes it sent."""
+
+    def __init__(self, answer: bytes | None, streamed: int = 0) -> None:
+        self.answer, self.streamed = answer, streamed
+        self.requests, self.sent = 0, 0
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/flow"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self._listener.settimeout(0.1)
+        held: list[socket.socket] = []
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+            conn.settimeout(5)
+            if not conn.recv(65536):
+                continue
+            self.requests += 1
+            if self.answer is None:
+                continue  # black-holed: read, never answered, never closed
+            try:
+                conn.sendall(self.answer)
+                chunk = b" " * CHUNK
+                while self.sent < self.streamed:
+                    conn.sendall(chunk)
+                    self.sent += CHUNK
+            except OSError:  # the client went
+                pass
+        for conn in held:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._listener.close()
+
+
+def _deliver_one(engine: RawEngine, timeout: float = 5.0) -> Delivery:
+    async def scenario() -> Delivery:
+        ledger = AsyncLedger("memory://", namespace="render", lease=30)
+        target = f"{engine.url}/trigger.json?execution_id=E1&task_name=T"
+        claim = await ledger.claim("a", watch=Watch("E1/T", {"url": target}))
+        assert isinstance(claim, AsyncClaim)
+        await claim.commit({"done": 1})
+        deliverer = Deliverer(ledger, timeout=timeout)
+        deliverer.engines = Engines([engine.url])
+        try:
+            (done,) = await deliverer.deliver()
+        finally:
+            await deliverer.stop()
+        return done
+
+    ended, done = ends_within(60, lambda: run(scenario))
+    assert ended, "the delivery did not end"
+    assert isinstance(done, Delivery), done
+    return done
+
+
+def test_an_engine_redirect_is_not_followed() -> None:
+    """An engine's redirect could point anywhere: not followed, the notice tried again later."""
+    elsewhere = RawEngine(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+    redirect = (
+        f"HTTP/1.1 307 Temporary Redirect\r\nLocation: {elsewhere.url}/trigger.json\r\n"
+        "Content-Length: 0\r\n\r\n"
+    )
+    engine = RawEngine(redirect.encode())
+    try:
+        done = _deliver_one(engine)
+    finally:
+        engine.close()
+        elsewhere.close()
+    assert engine.requests == 1 and elsewhere.requests == 0
+    assert done.classification == "retry_later" and "HTTP 307" in done.detail
+
+
+def test_an_engine_that_never_answers_is_given_up_on_at_the_timeout() -> None:
+    engine = RawEngine(None)
+    try:
+        done = _deliver_one(engine, timeout=0.5)
+    finally:
+        engine.close()
+    assert engine.requests == 1
+    assert done.classification == "retry_later"
+    assert "no answer" in done.detail and "0.5 s" in done.detail, done.detail
+
+
 # 3. Bodies are read only up to their limit.
 
 MB = 1024 * 1024
@@ -330,6 +428,19 @@ def _flood(port: int, total: int) -> tuple[str, int]:
         except OSError as exc:
             head = f"no answer: {exc}"
     return head, sent
+
+
+def test_an_engine_answer_is_read_only_up_to_its_limit() -> None:
+    """An engine answering a callback with 200 MB: the deliverer reads its first
+    ``MAX_ANSWER_BYTES`` and goes."""
+    head = f"HTTP/1.1 200 OK\r\nContent-Length: {200 * MB}\r\n\r\n".encode()
+    engine = RawEngine(head + b'{"code": 0}', streamed=200 * MB)
+    try:
+        done = _deliver_one(engine)
+    finally:
+        engine.close()
+    assert done.classification == "ok"
+    assert engine.sent < 50 * MB  # the socket buffers' worth, not the body
 
 
 # 4. One spelling per token.
