@@ -164,8 +164,7 @@ class Deliverer:
                 timeout=self._timeout,
                 allow_redirects=False,  # a redirect could lead anywhere: only engines= are sent to
             ) as answer:
-                status = answer.status
-                text = (await answer.content.read(MAX_ANSWER_BYTES)).decode("utf-8", "replace")
+                status, text = answer.status, await _answer_text(answer)
         except (aiohttp.ClientError, TimeoutError) as exc:
             reason = str(exc) or f"no answer within {self._timeout.total:g} s"
             kind, detail = classify(None, f"{type(exc).__name__}: {reason}")
@@ -224,6 +223,18 @@ class Deliverer:
         if self._own_client and self._client is not None:
             await self._client.close()
             self._client = None
+
+
+async def _answer_text(answer: aiohttp.ClientResponse) -> str:
+    """The engine's answer, as it arrives (in as many reads as it takes), up to
+    ``MAX_ANSWER_BYTES``."""
+    body = bytearray()
+    while len(body) < MAX_ANSWER_BYTES:
+        chunk = await answer.content.read(MAX_ANSWER_BYTES - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return body.decode("utf-8", "replace")
 
 
 def _log_outage(exc: Exception, poll: float) -> None:

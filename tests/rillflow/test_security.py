@@ -13,6 +13,7 @@ import select
 import socket
 import string
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from types import SimpleNamespace
@@ -216,11 +217,12 @@ def test_a_deliverer_alone_sends_only_http_urls() -> None:
 
 
 class RawEngine:
-    """An engine on a raw socket that answers every callback with ``answer`` (bytes, or
-    None to keep the socket open and answer nothing); ``streamed`` bytes of a body follow
-    until the client goes. Counts the requests that reached it and the bytes it sent."""
+    """An engine on a raw socket that answers every callback with ``answer`` (bytes, pieces
+    of it sent 0.1 s apart, or None to keep the socket open and answer nothing);
+    ``streamed`` bytes of a body follow until the client goes. Counts the requests that
+    reached it and the bytes it sent."""
 
-    def __init__(self, answer: bytes | None, streamed: int = 0) -> None:
+    def __init__(self, answer: bytes | list[bytes] | None, streamed: int = 0) -> None:
         self.answer, self.streamed = answer, streamed
         self.requests, self.sent = 0, 0
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -244,8 +246,12 @@ class RawEngine:
             self.requests += 1
             if self.answer is None:
                 continue  # black-holed: read, never answered, never closed
+            pieces = self.answer if isinstance(self.answer, list) else [self.answer]
             try:
-                conn.sendall(self.answer)
+                for n, piece in enumerate(pieces):
+                    if n:
+                        time.sleep(0.1)
+                    conn.sendall(piece)
                 chunk = b" " * CHUNK
                 while self.sent < self.streamed:
                     conn.sendall(chunk)
@@ -297,6 +303,19 @@ def test_an_engine_redirect_is_not_followed() -> None:
         elsewhere.close()
     assert engine.requests == 1 and elsewhere.requests == 0
     assert done.classification == "retry_later" and "HTTP 307" in done.detail
+
+
+def test_an_answer_that_arrives_in_pieces_is_read_whole() -> None:
+    """The engine's "repeated finish" answer, its body sent in two pieces: classified from
+    the whole of it (a final duplicate), not from its first piece."""
+    body = b'{"error_code": "30601", "error_msg": "repeated finish task T"}'
+    head = f"HTTP/1.1 500 Internal Server Error\r\nContent-Length: {len(body)}\r\n\r\n"
+    engine = RawEngine([head.encode() + body[:20], body[20:]])
+    try:
+        done = _deliver_one(engine)
+    finally:
+        engine.close()
+    assert done.classification == "final_duplicate", done.detail
 
 
 def test_an_engine_that_never_answers_is_given_up_on_at_the_timeout() -> None:
