@@ -157,7 +157,7 @@ def _pool_size(url: URL, family: str) -> tuple[int, URL]:
             "the store URL option pool_size does not apply to sqlite: its writers take turns"
             " on the database's lock"
         )
-    size = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    size = int(raw) if isinstance(raw, str) and raw.isascii() and raw.isdigit() else 0
     if not 1 <= size <= _MAX_POOL_SIZE:
         raise ConfigError(
             f"the store URL option pool_size={raw!r} must be a whole number of connections"

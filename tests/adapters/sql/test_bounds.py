@@ -145,6 +145,7 @@ def test_sqlite_waits_for_its_write_lock_a_bounded_time(
         ("sqlite", "lock_timeout=1", "lock_timeout does not apply to sqlite"),
         ("postgres", "pool_size=0", "pool_size='0' must be a whole number of connections"),
         ("mariadb", "pool_size=many", "pool_size='many' must be a whole number"),
+        ("postgres", "pool_size=%C2%B2", "pool_size='²' must be a whole number"),
         ("sqlite", "pool_size=4", "pool_size does not apply to sqlite"),
     ],
 )
