@@ -123,11 +123,17 @@ Step: TypeAlias = tuple[Executable | Raw, Params]
 Flow: TypeAlias = Generator[Step, Rows, Any]
 
 _MAX_RACES = 8
+_LEASED_COLUMNS = ("now", "job_id", "namespace", "job_key", "notice", "result")
 
 
 @cache
 def _raw(name: str) -> Raw:
-    columns = {"status": STATUS_COLUMNS, "purge": PURGE_COLUMNS, "settle": ("settled",)}.get(name)
+    columns = {
+        "status": STATUS_COLUMNS,
+        "purge": PURGE_COLUMNS,
+        "settle": ("settled",),
+        "lease_notices": _LEASED_COLUMNS,
+    }.get(name)
     if columns is None:  # claim and the fenced writes answer (ok, now, job columns…)
         return Raw(named("postgres", name), ANSWER_COLUMNS, tuples=True)
     return Raw(named("postgres", name), columns)
@@ -900,7 +906,7 @@ def _server_purge(request: PurgeRequest) -> Flow:
     return PurgePage(int(row["purged"]), int(row["kept"]), row["cursor"], int(row["now"]))
 
 
-# -- the outbox: short transactions on every dialect --------------------------------------------
+# -- the outbox: short transactions (PostgreSQL: one statement each) ----------------------------
 
 
 def _due_query(dialect: SqlDialect, limit: int) -> Executable:
@@ -918,6 +924,8 @@ def _due_query(dialect: SqlDialect, limit: int) -> Executable:
 def lease_notices(
     dialect: SqlDialect, namespace: str, owner: str, lease_us: int, limit: int
 ) -> Flow:
+    if dialect.server_side:
+        return (yield from _server_lease(namespace, owner, lease_us, limit))
     rows = yield _due_query(dialect, limit), {"namespace": namespace}
     now = int(rows[0]["now"]) if rows else (yield from _clock(dialect))
     found, touched = [], set()
@@ -949,6 +957,18 @@ def lease_notices(
             [_outbox_params(dialect, _with_notices(*found[i])) for i in sorted(touched)],
         )
     return NoticeBatch(leased, now)
+
+
+def _server_lease(namespace: str, owner: str, lease_us: int, limit: int) -> Flow:
+    """``lease_notices`` in one statement, decided on the server (Postgres)."""
+    params = {"namespace": namespace, "owner": owner, "lease_us": lease_us, "limit": limit}
+    rows = yield _raw("lease_notices"), params
+    leased = [
+        LeasedNotice(row["job_id"], row["namespace"], row["job_key"], row["notice"], row["result"])
+        for row in rows
+        if row["job_id"] is not None
+    ]
+    return NoticeBatch(leased, int(rows[0]["now"]))
 
 
 def _with_notices(job: JobRow, notices: list[Any]) -> JobRow:

@@ -3,10 +3,10 @@
 -- (ok, now, job columns…): the job as the operation left it. The attempt history lives in
 -- the job row (jsonb array, appended when an attempt ends), so a fresh call writes one row
 -- twice: an insert, then an update.
--- A first claim with a watch inserts its job watched here too, and settling a notice is one
--- statement; any other claim with a watch, and leasing notices, are short transactions
--- decided in the client (see _flows.py); finish turns the watches into notices here, in
--- its one write.
+-- A first claim with a watch inserts its job watched here too, and leasing a batch of notices
+-- and settling one are one statement each; any other claim with a watch is a short
+-- transaction decided in the client (see _flows.py); finish turns the watches into notices
+-- here, in its one write.
 
 -- name: claim_call
 -- A claim: the function below, one statement.
@@ -261,6 +261,78 @@ WITH clock AS (
     RETURNING j.job_id
 )
 SELECT count(*) AS settled FROM upd
+
+-- name: lease_notices
+-- Leasing notices (lease_notices in _flows.py, one statement here): up to %(limit)s jobs of a
+-- namespace with notice_due passed, earliest first, locked (rows another deliverer or a
+-- write holds are skipped). A watched job whose owner's lease ran out and that has no lapse
+-- notice of its fence gets one (lapse_notices). Of their leasable notices (pending, due, no
+-- live lease) the %(limit)s earliest are leased to %(owner)s (lease_notice), and each job's
+-- notice_due follows (outbox_due); a job nothing changed is not written. Answers one row
+-- per leased notice, earliest first, or one row of NULLs: now is always there.
+WITH clock AS (
+    SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now_us
+), picked AS (
+    SELECT j.job_id, j.namespace, j.job_key, j.result, j.state, j.fence, j.lease_until,
+        j.watchers, j.notices, j.notice_due
+    FROM rill_jobs j, clock
+    WHERE j.namespace = CAST(%(namespace)s AS varchar) AND j.notice_due <= clock.now_us
+    ORDER BY j.notice_due
+    LIMIT CAST(%(limit)s AS bigint)
+    FOR UPDATE OF j SKIP LOCKED
+), found AS (
+    SELECT p.*, CASE WHEN p.state = 'processing' AND p.lease_until <= clock.now_us
+            AND p.watchers <> '{}'::jsonb
+            AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p.notices) l
+                WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = p.fence)
+        THEN p.notices || jsonb_build_array(jsonb_build_object(
+            'id', concat(p.fence, '.', jsonb_array_length(p.notices) + 1), 'watch', '',
+            'target', NULL, 'fence', p.fence, 'state', 'processing', 'error', NULL,
+            'status', 'pending', 'attempts', 0, 'due', clock.now_us, 'lease_owner', NULL,
+            'lease_until', NULL, 'outcome', NULL, 'detail', NULL, 'created_at', clock.now_us,
+            'settled_at', NULL))
+        ELSE p.notices END AS seen
+    FROM picked p, clock
+), chosen AS (
+    SELECT c.job_id, c.i, c.r FROM (
+        SELECT f.job_id, e.i, row_number() OVER (
+            ORDER BY (e.n ->> 'due')::bigint, f.notice_due, f.job_id, e.i) AS r
+        FROM found f, clock, jsonb_array_elements(f.seen) WITH ORDINALITY AS e(n, i)
+        WHERE e.n ->> 'status' = 'pending' AND (e.n ->> 'due')::bigint <= clock.now_us
+          AND coalesce((e.n ->> 'lease_until')::bigint, 0) <= clock.now_us) c
+    WHERE c.r <= CAST(%(limit)s AS bigint)
+), leased AS (
+    SELECT f.*, (SELECT coalesce(jsonb_agg(CASE WHEN EXISTS (
+                SELECT 1 FROM chosen c WHERE c.job_id = f.job_id AND c.i = e.i)
+            THEN e.n || jsonb_build_object('lease_owner', CAST(%(owner)s AS text),
+                'lease_until', clock.now_us + CAST(%(lease_us)s AS bigint),
+                'attempts', (e.n ->> 'attempts')::bigint + 1)
+            ELSE e.n END ORDER BY e.i), '[]'::jsonb)
+            FROM jsonb_array_elements(f.seen) WITH ORDINALITY AS e(n, i)) AS after
+    FROM found f, clock
+), due AS (
+    SELECT l.*, (SELECT min(d.due) FROM (
+            SELECT greatest((o ->> 'due')::bigint, coalesce((o ->> 'lease_until')::bigint, 0))
+            FROM jsonb_array_elements(l.after) o
+            WHERE o ->> 'status' = 'pending'
+            UNION ALL
+            SELECT l.lease_until
+            WHERE l.state = 'processing' AND l.lease_until IS NOT NULL
+              AND l.watchers <> '{}'::jsonb
+              AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(l.after) x
+                  WHERE x ->> 'state' = 'processing' AND (x ->> 'fence')::bigint = l.fence)
+            ) AS d(due)) AS next_due
+    FROM leased l
+), upd AS (
+    UPDATE rill_jobs j SET notices = d.after, notice_due = d.next_due
+    FROM due d
+    WHERE j.job_id = d.job_id
+      AND (d.after <> d.notices OR d.next_due IS DISTINCT FROM d.notice_due)
+)
+SELECT clock.now_us AS now, d.job_id, d.namespace, d.job_key,
+    (d.after -> (c.i::int - 1))::text AS notice, d.result
+FROM clock LEFT JOIN (chosen c JOIN due d ON d.job_id = c.job_id) ON true
+ORDER BY c.r
 
 -- name: status
 SELECT (extract(epoch FROM now()) * 1000000)::bigint AS now, {columns},
