@@ -30,39 +30,40 @@ class _Watch:
     """One claim the scheduler renews, while the block it guards runs; leaving the block
     waits out a renewal in flight."""
 
-    __slots__ = ("busy", "claim", "heartbeats", "interval", "stopped")
+    __slots__ = ("claim", "heartbeats", "interval", "stopped")
 
     def __init__(self, heartbeats: Heartbeats, claim: Claim, interval: float) -> None:
         self.heartbeats = heartbeats
         self.claim = claim
         self.interval = interval
         self.stopped = False
-        self.busy = threading.Lock()
 
     def __enter__(self) -> None:
         self.heartbeats._schedule(self, started=True)
 
     def __exit__(self, t: object, e: object, tb: object) -> None:
-        with self.busy:
-            self.stopped = True
-        self.heartbeats._stopped()
+        self.heartbeats._stop(self)
 
 
 class Heartbeats:
     """One thread per ledger that renews the leases of all its running handlers.
 
     Handlers register a claim with ``watch`` (a context manager); no thread is started per
-    call. Renewals run one after another, each well inside its claim's lease.
+    call. Renewals run one after another, each well inside its claim's lease. One lock
+    guards the schedule and which watch is being renewed, so a call takes it once to start
+    and once to stop, and allocates no lock of its own.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # taken directly on the callers' path: no Python frame
-        self._wake = threading.Condition(self._lock)
+        self._wake = threading.Condition(self._lock)  # the thread: something is due sooner
+        self._renewed = threading.Condition(self._lock)  # a stopping call: renewal is over
         self._due: list[tuple[float, int, _Watch]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
         self._running = 0  # watches not stopped yet; the rest of ``_due`` waits to be dropped
         self._sleeps_until = -math.inf  # when the thread wakes by itself; -inf: it is awake
+        self._renewing: _Watch | None = None  # the watch whose renewal is in flight
 
     def watch(self, claim: Claim, interval: float) -> _Watch:
         return _Watch(self, claim, interval)
@@ -83,9 +84,12 @@ class Heartbeats:
                 # thread switch) per call would cost more than the handler's claim.
                 self._wake.notify()
 
-    def _stopped(self) -> None:
+    def _stop(self, watch: _Watch) -> None:
         with self._lock:
+            watch.stopped = True  # seen by the thread under this lock: never renewed after
             self._running -= 1
+            while self._renewing is watch:
+                self._renewed.wait()
             # A stopped watch stays queued until its renewal falls due. Under many short
             # calls that is a lease/3's worth of them: drop them once they are most of
             # the queue, so a push stays cheap and ended claims are not kept alive.
@@ -94,39 +98,54 @@ class Heartbeats:
                 heapq.heapify(self._due)
 
     def _next(self) -> _Watch:
+        """The next watch due that is still running, marked as being renewed."""
         with self._wake:
-            while not self._due or self._due[0][0] > time.monotonic():
-                self._sleeps_until = self._due[0][0] if self._due else math.inf
-                self._wake.wait(self._sleeps_until - time.monotonic() if self._due else None)
-            self._sleeps_until = -math.inf  # awake: it looks at the queue before sleeping
-            return heapq.heappop(self._due)[2]
+            while True:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    self._sleeps_until = self._due[0][0] if self._due else math.inf
+                    self._wake.wait(self._sleeps_until - time.monotonic() if self._due else None)
+                self._sleeps_until = -math.inf  # awake: it looks at the queue before sleeping
+                watch = heapq.heappop(self._due)[2]
+                if not watch.stopped:
+                    self._renewing = watch
+                    return watch
 
     def _run(self) -> None:
         while True:
             watch = self._next()
-            with watch.busy:
-                if watch.stopped:
-                    continue
-                try:
-                    watch.claim.heartbeat()
-                except StaleAttempt as exc:
-                    log.warning("heartbeat stopped: %s", exc)
-                    continue
-                except StoreError as exc:
-                    log.warning("heartbeat failed, retrying next tick: %s", exc)
-            self._schedule(watch)
+            try:
+                again = _renew(watch.claim)
+            finally:
+                with self._lock:
+                    self._renewing = None
+                    self._renewed.notify_all()
+            if again:
+                self._schedule(watch)
+
+
+def _renew(claim: Claim) -> bool:
+    """Renew ``claim``'s lease once; False when it is no longer the owner's to renew."""
+    try:
+        claim.heartbeat()
+    except StaleAttempt as exc:
+        log.warning("heartbeat stopped: %s", exc)
+        return False
+    except StoreError as exc:
+        log.warning("heartbeat failed, retrying next tick: %s", exc)
+    return True
 
 
 class _AsyncWatch:
     """One async claim: queued until its first renewal is due, then renewed by a task."""
 
-    __slots__ = ("claim", "interval", "stopped", "task")
+    __slots__ = ("claim", "interval", "stopped", "task", "timetable")
 
-    def __init__(self, claim: AsyncClaim, interval: float) -> None:
+    def __init__(self, claim: AsyncClaim, interval: float, timetable: _Timetable) -> None:
         self.claim = claim
         self.interval = interval
         self.stopped = False
         self.task: asyncio.Task[None] | None = None
+        self.timetable = timetable  # its event loop's, found once
 
     async def renew(self) -> None:
         while True:
@@ -201,13 +220,13 @@ class AsyncHeartbeats:
         if timetable is None:
             with self._lock:
                 timetable = self._timetables.setdefault(loop, _Timetable())
-        watch = _AsyncWatch(claim, interval)
+        watch = _AsyncWatch(claim, interval, timetable)
         timetable.add(watch, loop)
         return watch
 
     def stop(self, watch: _AsyncWatch) -> asyncio.Task[None] | None:
         """End ``watch``'s renewals; the renewal task to wait out, if one was started."""
-        self._timetables[asyncio.get_running_loop()].remove(watch)
+        watch.timetable.remove(watch)
         if watch.task is not None:
             watch.task.cancel()
         return watch.task

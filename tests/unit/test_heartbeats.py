@@ -10,6 +10,7 @@ import time
 import weakref
 
 from rill_executor import AsyncLedger, InProgress, Ledger, current_claim, fingerprint_of
+from rill_executor.store import AttemptRef, MemoryStore, StoreAnswer
 
 
 def _slow(ledger: Ledger, name: str, nap: float) -> list[object]:
@@ -62,6 +63,41 @@ def test_many_short_calls_do_not_keep_their_ended_claims() -> None:
         short(str(i))
     gc.collect()
     assert sum(ref() is not None for ref in alive) <= 100
+
+
+class _SlowRenewals(MemoryStore):
+    """The in-memory store whose renewals take a while, and say when they ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewing = threading.Event()
+        self.started: list[float] = []
+        self.ended: list[float] = []
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        self.started.append(time.monotonic())
+        self.renewing.set()
+        try:
+            time.sleep(0.3)
+            return super().heartbeat(ref, lease_us)
+        finally:
+            self.ended.append(time.monotonic())
+
+
+def test_a_handler_that_ends_during_a_renewal_returns_after_it_and_none_follows() -> None:
+    # The commit must not race a renewal of the same claim, and nothing renews an ended one.
+    store = _SlowRenewals()
+    ledger = Ledger(store, namespace="hb", lease=1.2)
+
+    @ledger.idempotent(key=lambda k: k, name="ends-mid-renewal")
+    def handler(k: str) -> str:
+        assert store.renewing.wait(5)  # the first renewal (due after 0.4 s) is in flight
+        return k
+
+    assert handler("k") == "k"
+    returned = time.monotonic()
+    time.sleep(0.8)  # a renewal scheduled after the end would have started by now
+    assert len(store.started) == 1 and store.ended[0] <= returned, (store.started, store.ended)
 
 
 async def _slow_async(ledger: AsyncLedger, name: str, nap: float) -> list[object]:
