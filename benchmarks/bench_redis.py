@@ -33,6 +33,7 @@ from typing import Any, cast
 import redis
 import redis.asyncio
 import redis.utils
+from _placement import PLACES, placed
 
 from rill_executor import AsyncClaim, AsyncLedger, Claim, Ledger
 from rill_executor_redis import AsyncRedisStore, RedisStore
@@ -167,15 +168,17 @@ def powertools_arm(url: str) -> Arm:
     return lambda i: handler(order={"id": f"o{i}", "amount": i})
 
 
-def interleaved(arms: dict[str, Arm], indexes: list[int]) -> dict[str, list[float]]:
-    """Microseconds per call of each arm, the arms' order rotating every iteration."""
+def interleaved(arms: dict[str, Arm], indexes: list[int], batch: int = 1) -> dict[str, list[float]]:
+    """Microseconds per call of each arm: ``batch`` calls of one arm, then the next, the
+    arms' order rotating every round."""
     names = list(arms)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for n, i in enumerate(indexes):
+    for n, start_at in enumerate(range(0, len(indexes), batch)):
         for name in names[n % len(names) :] + names[: n % len(names)]:
-            start = time.perf_counter_ns()
-            arms[name](i)
-            samples[name].append((time.perf_counter_ns() - start) / 1000)
+            for i in indexes[start_at : start_at + batch]:
+                start = time.perf_counter_ns()
+                arms[name](i)
+                samples[name].append((time.perf_counter_ns() - start) / 1000)
     return samples
 
 
@@ -281,6 +284,16 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--async-calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--batch", type=int, default=1, help="calls of one arm before the next (default: 1)"
+    )
+    parser.add_argument(
+        "--place",
+        choices=PLACES,
+        default=None,
+        help="pin this process and the local Redis server to one core (same) or to one each"
+        " (apart); default: the scheduler decides",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore", DeprecationWarning)  # Powertools' own, on import
 
@@ -294,7 +307,6 @@ def main() -> None:
         f" ({parser_kind} parser)"
     )
     print("deployment:", "; ".join(store.deployment().risks) or "no durability risks")
-
     arms: dict[str, Arm] = {
         "PING": lambda i: ping_client.ping(),
         "rill-executor": rill_fresh,
@@ -302,9 +314,19 @@ def main() -> None:
         "rill claim + commit (explicit)": rill_explicit,
         "Powertools CachePersistenceLayer": powertools,
     }
+    with placed(args.place, lambda: [int(info["process_id"])]) as where:
+        print(where)
+        measure(args, arms)
+    store.close()
+    ping_client.close()
+
+
+def measure(args: argparse.Namespace, arms: dict[str, Arm]) -> None:
     interleaved(arms, list(range(-500, 0)))  # warm-up: connections, scripts, imports
-    fresh = report("fresh call", interleaved(arms, list(range(args.calls))))
-    replay = report("replay of a completed key", interleaved(arms, list(range(args.calls))))
+    fresh = report("fresh call", interleaved(arms, list(range(args.calls)), args.batch))
+    replay = report(
+        "replay of a completed key", interleaved(arms, list(range(args.calls)), args.batch)
+    )
 
     print("\nratios")
     ratio_line(
@@ -330,8 +352,6 @@ def main() -> None:
 
     server_times(args.url, args.calls)
     asyncio.run(async_rounds(args.url, args.async_calls, args.concurrency, args.rounds))
-    store.close()
-    ping_client.close()
 
 
 if __name__ == "__main__":

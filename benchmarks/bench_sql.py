@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _placement import PLACES, placed, postgres_server
 from sqlalchemy import Engine, event, text
 
 from rill_executor import Claim, Ledger, Replay
@@ -671,6 +672,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sqlite-path", default=None, help="SQLite file (default: a temporary file, removed)"
     )
+    parser.add_argument(
+        "--place",
+        choices=PLACES,
+        default=None,
+        help="pin this process and the local PostgreSQL server's processes to one core"
+        " (same) or to one each (apart); default: the scheduler decides",
+    )
     args = parser.parse_args(argv)
 
     run_id = f"{int(time.time())}-{os.getpid()}"
@@ -704,21 +712,23 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # report and go on: the benchmark never fails the caller
             print(f"\n== {label}: SKIPPED, cannot open {url}: {exc}")
             continue
-        try:
-            bench.setup_replays()
-            started = time.perf_counter()
-            bench.run()
-            elapsed = time.perf_counter() - started
-            trips = bench.count_round_trips()
-            lines = report(bench, trips, elapsed)
-            print("\n".join(lines), flush=True)
-            summary += [
-                f"{label}: {line.strip()}"
-                for line in lines
-                if "verdict" not in line and ("PASS" in line or "MISS" in line)
-            ]
-        finally:
-            bench.cleanup()
+        server = postgres_server(bench.pg.info.backend_pid) if bench.pg is not None else list
+        with placed(args.place if bench.pg is not None else None, server) as where:
+            try:
+                bench.setup_replays()
+                started = time.perf_counter()
+                bench.run()
+                elapsed = time.perf_counter() - started
+                trips = bench.count_round_trips()
+                lines = report(bench, trips, elapsed)
+                print("\n".join([lines[0], f"   {where}", *lines[1:]]), flush=True)
+                summary += [
+                    f"{label}: {line.strip()}"
+                    for line in lines
+                    if "verdict" not in line and ("PASS" in line or "MISS" in line)
+                ]
+            finally:
+                bench.cleanup()
     if tmpdir:
         shutil.rmtree(tmpdir, ignore_errors=True)
     if summary:
