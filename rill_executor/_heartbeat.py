@@ -27,31 +27,23 @@ log = logging.getLogger("rill_executor")
 
 
 class _Watch:
-    """One claim the scheduler renews, while the block it guards runs; leaving the block
-    waits out a renewal in flight."""
+    """One claim the scheduler renews, from ``Heartbeats.start`` to ``Heartbeats.stop``."""
 
-    __slots__ = ("claim", "heartbeats", "interval", "stopped")
+    __slots__ = ("claim", "interval", "stopped")
 
-    def __init__(self, heartbeats: Heartbeats, claim: Claim, interval: float) -> None:
-        self.heartbeats = heartbeats
+    def __init__(self, claim: Claim, interval: float) -> None:
         self.claim = claim
         self.interval = interval
         self.stopped = False
-
-    def __enter__(self) -> None:
-        self.heartbeats._schedule(self, started=True)
-
-    def __exit__(self, t: object, e: object, tb: object) -> None:
-        self.heartbeats._stop(self)
 
 
 class Heartbeats:
     """One thread per ledger that renews the leases of all its running handlers.
 
-    Handlers register a claim with ``watch`` (a context manager); no thread is started per
-    call. Renewals run one after another, each well inside its claim's lease. One lock
-    guards the schedule and which watch is being renewed, so a call takes it once to start
-    and once to stop, and allocates no lock of its own.
+    A handler's claim is renewed from ``start`` to ``stop``; no thread is started per call.
+    Renewals run one after another, each well inside its claim's lease. One lock guards
+    the schedule and which watch is being renewed, so a call takes it once to start and
+    once to stop, and allocates no lock of its own.
     """
 
     def __init__(self) -> None:
@@ -65,8 +57,11 @@ class Heartbeats:
         self._sleeps_until = -math.inf  # when the thread wakes by itself; -inf: it is awake
         self._renewing: _Watch | None = None  # the watch whose renewal is in flight
 
-    def watch(self, claim: Claim, interval: float) -> _Watch:
-        return _Watch(self, claim, interval)
+    def start(self, claim: Claim, interval: float) -> _Watch:
+        """Renew ``claim`` every ``interval`` seconds until ``stop``."""
+        watch = _Watch(claim, interval)
+        self._schedule(watch, started=True)
+        return watch
 
     def _schedule(self, watch: _Watch, *, started: bool = False) -> None:
         entry = (time.monotonic() + watch.interval, next(self._order), watch)
@@ -84,7 +79,8 @@ class Heartbeats:
                 # thread switch) per call would cost more than the handler's claim.
                 self._wake.notify()
 
-    def _stop(self, watch: _Watch) -> None:
+    def stop(self, watch: _Watch) -> None:
+        """End ``watch``'s renewals; a renewal of it in flight is waited out."""
         with self._lock:
             watch.stopped = True  # seen by the thread under this lock: never renewed after
             self._running -= 1

@@ -406,8 +406,11 @@ class Ledger(_LedgerBase[Store]):
                 try:
                     if spec.heartbeat is None:
                         return spec.fn(*args, **kwargs)
-                    with self.heartbeats.watch(cast(Claim, claim), spec.heartbeat):
+                    watch = self.heartbeats.start(cast(Claim, claim), spec.heartbeat)
+                    try:
                         return spec.fn(*args, **kwargs)
+                    finally:
+                        self.heartbeats.stop(watch)
                 finally:
                     current_claim.reset(token)
             case Finish(claim, completion):
