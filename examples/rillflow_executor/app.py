@@ -6,7 +6,8 @@ Run it (two worker processes share the store and deliver callbacks without sendi
 
 Then point a Rill Flow function task at ``http://127.0.0.1:8000/segments`` (``task_sync`` or
 ``task_async``) with an input such as ``{"video": "A", "segment": 1, "profile": "h264-v2"}``.
-``RILL_STATUS_TOKEN`` (16+ characters) opens ``GET /rill/jobs/segments/{key}?handler=segment``.
+``RILL_STATUS_TOKEN`` (16+ characters) opens ``GET /rill/jobs/segments/{key}?handler=segment``
+(``segments`` is the namespace of its jobs; ``RILL_NAMESPACE`` names another).
 With ``RILL_TOKEN_SECRET`` (32+ bytes) an input with ``"external": true`` is handed to an
 external encoder: its completion token is appended to ``RILL_HANDOFF_LOG`` (standing in for
 the encoder's queue), and the encoder reports with it to ``POST /rill/complete``.
@@ -42,7 +43,9 @@ class Encoded(BaseModel):
 
 LEASE = float(os.environ.get("RILL_LEASE", "10"))
 ledger = AsyncLedger(
-    os.environ.get("RILL_STORE", "sqlite:///jobs.db"), namespace="segments", lease=LEASE
+    os.environ.get("RILL_STORE", "sqlite:///jobs.db"),
+    namespace=os.environ.get("RILL_NAMESPACE", "segments"),
+    lease=LEASE,
 )
 # Where callbacks may go: the engine's base URLs or hosts, comma-separated (unset: only the
 # dispatch's own sender; see docs/security.md).
@@ -56,7 +59,7 @@ executor = RillFlowExecutor(
 app = FastAPI(lifespan=executor.lifespan)
 app.include_router(executor.router)
 if token := os.environ.get("RILL_STATUS_TOKEN"):
-    app.include_router(status_router([ledger], tokens={token: ["segments"]}))
+    app.include_router(status_router([ledger], tokens={token: [ledger.namespace]}))
 
 _RUNS = os.environ.get("RILL_RUN_LOG")  # a file each run appends a line to (for tests)
 _HANDOFFS = Path(os.environ.get("RILL_HANDOFF_LOG", "handoffs.log"))

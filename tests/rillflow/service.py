@@ -25,6 +25,7 @@ class ExecutorService:
         self, store_url: str, workdir: Path, *, lease: float = 3.0, workers: int = 2
     ) -> None:
         self.store_url = store_url
+        self.namespace = os.environ.get("RILL_NAMESPACE", "segments")  # the app's, from its env
         self.workdir = workdir
         self.lease = lease
         self.workers = workers
@@ -116,7 +117,7 @@ class ExecutorService:
 
     def status(self, key: str) -> httpx.Response:
         return httpx.get(
-            f"{self.url}/rill/jobs/segments/{key}?handler=segment",
+            f"{self.url}/rill/jobs/{self.namespace}/{key}?handler=segment",
             headers={"Authorization": f"Bearer {STATUS_TOKEN}"},
             timeout=5,
         )

@@ -28,6 +28,15 @@ pytestmark = pytest.mark.slow
 OUTPUT = {"frames": 250}
 
 
+@pytest.fixture(autouse=True)
+def namespace(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A namespace of the test's own, for every executor it starts: the servers are shared,
+    and an executor re-drives any lapsed job of its namespace, another test's too."""
+    name = f"segments-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("RILL_NAMESPACE", name)
+    return name
+
+
 @pytest.fixture(params=["sqlite", "postgresql", "redis"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
