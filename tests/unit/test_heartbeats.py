@@ -87,16 +87,16 @@ class _SlowRenewals(MemoryStore):
 def test_a_handler_that_ends_during_a_renewal_returns_after_it_and_none_follows() -> None:
     # The commit must not race a renewal of the same claim, and nothing renews an ended one.
     store = _SlowRenewals()
-    ledger = Ledger(store, namespace="hb", lease=1.2)
+    ledger = Ledger(store, namespace="hb", lease=3)
 
     @ledger.idempotent(key=lambda k: k, name="ends-mid-renewal")
     def handler(k: str) -> str:
-        assert store.renewing.wait(5)  # the first renewal (due after 0.4 s) is in flight
+        assert store.renewing.wait(10)  # the first renewal (due after 1 s) is in flight
         return k
 
     assert handler("k") == "k"
     returned = time.monotonic()
-    time.sleep(0.8)  # a renewal scheduled after the end would have started by now
+    time.sleep(1.5)  # a renewal scheduled after the end would have started by now
     assert len(store.started) == 1 and store.ended[0] <= returned, (store.started, store.ended)
 
 
