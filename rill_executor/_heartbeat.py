@@ -29,94 +29,100 @@ log = logging.getLogger("rill_executor")
 class _Watch:
     """One claim the scheduler renews, from ``Heartbeats.start`` to ``Heartbeats.stop``."""
 
-    __slots__ = ("claim", "interval", "stopped")
+    __slots__ = ("claim", "due", "interval")
 
-    def __init__(self, claim: Claim, interval: float) -> None:
+    def __init__(self, claim: Claim, interval: float, due: float) -> None:
         self.claim = claim
         self.interval = interval
-        self.stopped = False
+        self.due = due  # when its next renewal is due (time.monotonic)
 
 
 class Heartbeats:
     """One thread per ledger that renews the leases of all its running handlers.
 
     A handler's claim is renewed from ``start`` to ``stop``; no thread is started per call.
-    Renewals run one after another, each well inside its claim's lease. One lock guards
-    the schedule and which watch is being renewed, so a call takes it once to start and
-    once to stop, and allocates no lock of its own.
+    Renewals run one after another, each well inside its claim's lease. One lock guards the
+    running watches and which one is being renewed: a call takes it once to start (a set
+    insert) and once to stop (a removal), so an ended call leaves nothing behind. The
+    thread sleeps until the earliest renewal due; with none running, one interval (a call
+    started meanwhile is due no sooner, so it need not wake the thread), or for good once
+    an interval has passed without a call.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # taken directly on the callers' path: no Python frame
         self._wake = threading.Condition(self._lock)  # the thread: something is due sooner
         self._renewed = threading.Condition(self._lock)  # a stopping call: renewal is over
-        self._due: list[tuple[float, int, _Watch]] = []
-        self._order = itertools.count()
+        self._running: set[_Watch] = set()
         self._thread: threading.Thread | None = None
-        self._running = 0  # watches not stopped yet; the rest of ``_due`` waits to be dropped
         self._sleeps_until = -math.inf  # when the thread wakes by itself; -inf: it is awake
         self._renewing: _Watch | None = None  # the watch whose renewal is in flight
+        self._pace = math.inf  # the shortest interval started: the thread's idle wait
+        self._used = False  # a call started since the thread last went to sleep
 
     def start(self, claim: Claim, interval: float) -> _Watch:
         """Renew ``claim`` every ``interval`` seconds until ``stop``."""
-        watch = _Watch(claim, interval)
-        self._schedule(watch, started=True)
-        return watch
-
-    def _schedule(self, watch: _Watch, *, started: bool = False) -> None:
-        entry = (time.monotonic() + watch.interval, next(self._order), watch)
+        watch = _Watch(claim, interval, time.monotonic() + interval)
         with self._lock:
-            self._running += started
-            heapq.heappush(self._due, entry)
+            self._running.add(watch)
+            self._used = True
+            self._pace = min(self._pace, interval)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="rill-heartbeats", daemon=True
                 )
                 self._thread.start()
-            elif entry[0] < self._sleeps_until:
+            elif watch.due < self._sleeps_until:
                 # Due before the time the thread sleeps towards. Otherwise it is not woken:
                 # most handlers end long before their first renewal, and a wake-up (a
                 # thread switch) per call would cost more than the handler's claim.
                 self._wake.notify()
+        return watch
 
     def stop(self, watch: _Watch) -> None:
         """End ``watch``'s renewals; a renewal of it in flight is waited out."""
         with self._lock:
-            watch.stopped = True  # seen by the thread under this lock: never renewed after
-            self._running -= 1
+            self._running.discard(watch)  # under this lock: never renewed after
             while self._renewing is watch:
                 self._renewed.wait()
-            # A stopped watch stays queued until its renewal falls due. Under many short
-            # calls that is a lease/3's worth of them: drop them once they are most of
-            # the queue, so a push stays cheap and ended claims are not kept alive.
-            if len(self._due) > 64 and len(self._due) > 2 * self._running:
-                self._due = [entry for entry in self._due if not entry[2].stopped]
-                heapq.heapify(self._due)
 
     def _next(self) -> _Watch:
-        """The next watch due that is still running, marked as being renewed."""
+        """The running watch due first, once it is due, marked as being renewed."""
         with self._wake:
             while True:
-                while not self._due or self._due[0][0] > time.monotonic():
-                    self._sleeps_until = self._due[0][0] if self._due else math.inf
-                    self._wake.wait(self._sleeps_until - time.monotonic() if self._due else None)
-                self._sleeps_until = -math.inf  # awake: it looks at the queue before sleeping
-                watch = heapq.heappop(self._due)[2]
-                if not watch.stopped:
-                    self._renewing = watch
-                    return watch
+                first = min(self._running, key=_due, default=None)
+                now = time.monotonic()
+                if first is not None and first.due <= now:
+                    self._sleeps_until = -math.inf  # awake: it looks again before sleeping
+                    self._renewing = first
+                    return first
+                if first is not None:
+                    until = first.due
+                else:
+                    until = now + self._pace if self._used else math.inf
+                self._used = False
+                self._sleeps_until = until
+                self._wake.wait(None if until == math.inf else until - now)
 
     def _run(self) -> None:
         while True:
             watch = self._next()
+            again = False
             try:
                 again = _renew(watch.claim)
             finally:
                 with self._lock:
                     self._renewing = None
                     self._renewed.notify_all()
-            if again:
-                self._schedule(watch)
+                    if watch in self._running:  # not stopped meanwhile
+                        if again:
+                            watch.due = time.monotonic() + watch.interval
+                        else:
+                            self._running.discard(watch)
+
+
+def _due(watch: _Watch) -> float:
+    return watch.due
 
 
 def _renew(claim: Claim) -> bool:
