@@ -2,8 +2,9 @@
 
 They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
 pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history and
-event log. ``claim_function`` is the DDL of ``rill_claim`` (schema version 10), which runs the
-``claim`` statement when a read and an insert do not settle the claim.
+event log, ``{awaits_lapse}`` for the block of that name (a condition, not a statement).
+``claim_function`` is the DDL of ``rill_claim`` (schema version 10), which runs the ``claim``
+statement when a read and an insert do not settle the claim.
 """
 
 from __future__ import annotations
@@ -60,10 +61,15 @@ PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
 def _load(family: str) -> dict[str, str]:
     source = files(__package__).joinpath("queries", f"{family}.sql").read_text("utf-8")
     parts = _BLOCK.split(source)[1:]
-    return {
-        name: _compact(body).replace("{columns}", _COLUMNS)
-        for name, body in zip(parts[::2], parts[1::2], strict=True)
-    }
+    blocks = {name: _compact(body) for name, body in zip(parts[::2], parts[1::2], strict=True)}
+    fragments = {"{columns}": _COLUMNS, "{awaits_lapse}": blocks.get("awaits_lapse", "")}
+    return {name: _fill(body, fragments) for name, body in blocks.items()}
+
+
+def _fill(body: str, fragments: dict[str, str]) -> str:
+    for mark, text in fragments.items():
+        body = body.replace(mark, text)
+    return body
 
 
 def _compact(body: str) -> str:

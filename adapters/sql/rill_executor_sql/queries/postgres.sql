@@ -246,11 +246,7 @@ WITH clock AS (
             SELECT clock.now_us + CAST(%(retry_in_us)s AS bigint)
             WHERE CAST(%(status)s AS text) = 'pending'
             UNION ALL
-            SELECT j.lease_until
-            WHERE j.state = 'processing' AND j.lease_until IS NOT NULL
-              AND j.watchers <> '{}'::jsonb
-              AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) l
-                  WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = j.fence)
+            SELECT j.lease_until WHERE {awaits_lapse}
             ) AS d(due))
     FROM clock
     WHERE j.job_id = CAST(%(job_id)s AS varchar)
@@ -261,6 +257,14 @@ WITH clock AS (
     RETURNING j.job_id
 )
 SELECT count(*) AS settled FROM upd
+
+-- name: awaits_lapse
+-- Not a statement: the condition, written {awaits_lapse} in the statements, that the job row
+-- j (its notices in j.notices) waits for a lapse notice: processing, watched, and none yet
+-- for its owner's fence (_lapse_due in _notices.py).
+(j.state = 'processing' AND j.lease_until IS NOT NULL AND j.watchers <> '{}'::jsonb
+    AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) l
+        WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = j.fence))
 
 -- name: lease_notices
 -- Leasing notices (lease_notices in _flows.py, one statement here): up to %(limit)s jobs of a
@@ -281,18 +285,15 @@ WITH clock AS (
     LIMIT CAST(%(limit)s AS bigint)
     FOR UPDATE OF j SKIP LOCKED
 ), found AS (
-    SELECT p.*, CASE WHEN p.state = 'processing' AND p.lease_until <= clock.now_us
-            AND p.watchers <> '{}'::jsonb
-            AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p.notices) l
-                WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = p.fence)
-        THEN p.notices || jsonb_build_array(jsonb_build_object(
-            'id', concat(p.fence, '.', jsonb_array_length(p.notices) + 1), 'watch', '',
-            'target', NULL, 'fence', p.fence, 'state', 'processing', 'error', NULL,
+    SELECT j.*, CASE WHEN {awaits_lapse} AND j.lease_until <= clock.now_us
+        THEN j.notices || jsonb_build_array(jsonb_build_object(
+            'id', concat(j.fence, '.', jsonb_array_length(j.notices) + 1), 'watch', '',
+            'target', NULL, 'fence', j.fence, 'state', 'processing', 'error', NULL,
             'status', 'pending', 'attempts', 0, 'due', clock.now_us, 'lease_owner', NULL,
             'lease_until', NULL, 'outcome', NULL, 'detail', NULL, 'created_at', clock.now_us,
             'settled_at', NULL))
-        ELSE p.notices END AS seen
-    FROM picked p, clock
+        ELSE j.notices END AS seen
+    FROM picked j, clock
 ), chosen AS (
     SELECT c.job_id, c.i, c.r FROM (
         SELECT f.job_id, e.i, row_number() OVER (
@@ -302,35 +303,32 @@ WITH clock AS (
           AND coalesce((e.n ->> 'lease_until')::bigint, 0) <= clock.now_us) c
     WHERE c.r <= CAST(%(limit)s AS bigint)
 ), leased AS (
-    SELECT f.*, (SELECT coalesce(jsonb_agg(CASE WHEN EXISTS (
+    SELECT f.job_id, f.namespace, f.job_key, f.result, f.state, f.fence, f.lease_until,
+        f.watchers, f.notice_due, f.notices AS stored, (SELECT coalesce(jsonb_agg(CASE WHEN EXISTS (
                 SELECT 1 FROM chosen c WHERE c.job_id = f.job_id AND c.i = e.i)
             THEN e.n || jsonb_build_object('lease_owner', CAST(%(owner)s AS text),
                 'lease_until', clock.now_us + CAST(%(lease_us)s AS bigint),
                 'attempts', (e.n ->> 'attempts')::bigint + 1)
             ELSE e.n END ORDER BY e.i), '[]'::jsonb)
-            FROM jsonb_array_elements(f.seen) WITH ORDINALITY AS e(n, i)) AS after
+            FROM jsonb_array_elements(f.seen) WITH ORDINALITY AS e(n, i)) AS notices
     FROM found f, clock
 ), due AS (
-    SELECT l.*, (SELECT min(d.due) FROM (
+    SELECT j.*, (SELECT min(d.due) FROM (
             SELECT greatest((o ->> 'due')::bigint, coalesce((o ->> 'lease_until')::bigint, 0))
-            FROM jsonb_array_elements(l.after) o
+            FROM jsonb_array_elements(j.notices) o
             WHERE o ->> 'status' = 'pending'
             UNION ALL
-            SELECT l.lease_until
-            WHERE l.state = 'processing' AND l.lease_until IS NOT NULL
-              AND l.watchers <> '{}'::jsonb
-              AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(l.after) x
-                  WHERE x ->> 'state' = 'processing' AND (x ->> 'fence')::bigint = l.fence)
+            SELECT j.lease_until WHERE {awaits_lapse}
             ) AS d(due)) AS next_due
-    FROM leased l
+    FROM leased j
 ), upd AS (
-    UPDATE rill_jobs j SET notices = d.after, notice_due = d.next_due
+    UPDATE rill_jobs j SET notices = d.notices, notice_due = d.next_due
     FROM due d
     WHERE j.job_id = d.job_id
-      AND (d.after <> d.notices OR d.next_due IS DISTINCT FROM d.notice_due)
+      AND (d.notices <> d.stored OR d.next_due IS DISTINCT FROM d.notice_due)
 )
 SELECT clock.now_us AS now, d.job_id, d.namespace, d.job_key,
-    (d.after -> (c.i::int - 1))::text AS notice, d.result
+    (d.notices -> (c.i::int - 1))::text AS notice, d.result
 FROM clock LEFT JOIN (chosen c JOIN due d ON d.job_id = c.job_id) ON true
 ORDER BY c.r
 
