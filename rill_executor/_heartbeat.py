@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import logging
 import math
 import threading
@@ -121,7 +119,7 @@ class Heartbeats:
                             self._running.discard(watch)
 
 
-def _due(watch: _Watch) -> float:
+def _due(watch: _Watch | _AsyncWatch) -> float:
     return watch.due
 
 
@@ -138,14 +136,17 @@ def _renew(claim: Claim) -> bool:
 
 
 class _AsyncWatch:
-    """One async claim: queued until its first renewal is due, then renewed by a task."""
+    """One async claim: in its loop's timetable until its first renewal is due, then
+    renewed by a task."""
 
-    __slots__ = ("claim", "interval", "stopped", "task", "timetable")
+    __slots__ = ("claim", "due", "interval", "task", "timetable")
 
-    def __init__(self, claim: AsyncClaim, interval: float, timetable: _Timetable) -> None:
+    def __init__(
+        self, claim: AsyncClaim, interval: float, due: float, timetable: _Timetable
+    ) -> None:
         self.claim = claim
         self.interval = interval
-        self.stopped = False
+        self.due = due  # its first renewal (the loop's time)
         self.task: asyncio.Task[None] | None = None
         self.timetable = timetable  # its event loop's, found once
 
@@ -162,52 +163,43 @@ class _AsyncWatch:
 
 
 class _Timetable:
-    """The first renewals due on one event loop, behind a timer armed for the earliest.
+    """The watches of one event loop whose first renewal is not yet due, behind a timer
+    armed for the earliest: a set, so a call that ends first removes its entry at once.
 
-    It holds no reference to its loop, nor to a timer (whose handle does): it is kept per
-    loop in a weak mapping, and a closed loop must be free to go.
+    It holds only a weak reference to its loop, and none to a timer (whose handle holds the
+    loop): a closed loop must be free to go.
     """
 
-    def __init__(self) -> None:
-        self.due: list[tuple[float, int, _AsyncWatch]] = []
-        self.order = itertools.count()
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)
+        self.waiting: set[_AsyncWatch] = set()
         self.timer_at = math.inf  # when the earliest timer armed fires
-        self.running = 0
 
     def add(self, watch: _AsyncWatch, loop: asyncio.AbstractEventLoop) -> None:
-        at = loop.time() + watch.interval
-        heapq.heappush(self.due, (at, next(self.order), watch))
-        self.running += 1
-        if at < self.timer_at:  # a later timer may stay armed: its firing finds nothing due
-            self.timer_at = at
-            loop.call_at(at, self._fire)
-
-    def remove(self, watch: _AsyncWatch) -> None:
-        watch.stopped = True
-        self.running -= 1
-        if len(self.due) > 64 and len(self.due) > 2 * self.running:  # see Heartbeats._stopped
-            self.due = [entry for entry in self.due if not entry[2].stopped]
-            heapq.heapify(self.due)
+        self.waiting.add(watch)
+        if watch.due < self.timer_at:  # a later timer may stay armed: it finds nothing due
+            self.timer_at = watch.due
+            loop.call_at(watch.due, self._fire)
 
     def _fire(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
         if self.timer_at <= now:
             self.timer_at = math.inf
-        while self.due and self.due[0][0] <= now:
-            watch = heapq.heappop(self.due)[2]
-            if not watch.stopped:
-                name = f"rill-heartbeat-{watch.claim.attempt_id}"
-                watch.task = loop.create_task(watch.renew(), name=name)
-        if self.due and self.due[0][0] < self.timer_at:
-            self.timer_at = self.due[0][0]
-            loop.call_at(self.timer_at, self._fire)
+        for watch in [w for w in self.waiting if w.due <= now]:
+            self.waiting.discard(watch)
+            name = f"rill-heartbeat-{watch.claim.attempt_id}"
+            watch.task = loop.create_task(watch.renew(), name=name)
+        first = min(self.waiting, key=_due, default=None)
+        if first is not None and first.due < self.timer_at:
+            self.timer_at = first.due
+            loop.call_at(first.due, self._fire)
 
 
 class AsyncHeartbeats:
     """The async twin of ``Heartbeats``: one timer per event loop for the first renewals of
     all of a ledger's running handlers, then a task per claim that lives that long. A
-    handler that ends before its first renewal costs a queue entry, not a timer or a task.
+    handler that ends before its first renewal costs a set entry, not a timer or a task.
     """
 
     def __init__(self) -> None:
@@ -215,20 +207,24 @@ class AsyncHeartbeats:
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()  # one ledger may serve event loops in several threads
+        self._last: _Timetable | None = None  # the last loop's, found without a lookup
 
     def start(self, claim: AsyncClaim, interval: float) -> _AsyncWatch:
         loop = asyncio.get_running_loop()
-        timetable = self._timetables.get(loop)
-        if timetable is None:
+        timetable = self._last
+        if timetable is None or timetable.loop() is not loop:
             with self._lock:
-                timetable = self._timetables.setdefault(loop, _Timetable())
-        watch = _AsyncWatch(claim, interval, timetable)
+                timetable = self._timetables.get(loop)
+                if timetable is None:
+                    timetable = self._timetables[loop] = _Timetable(loop)
+            self._last = timetable
+        watch = _AsyncWatch(claim, interval, loop.time() + interval, timetable)
         timetable.add(watch, loop)
         return watch
 
     def stop(self, watch: _AsyncWatch) -> asyncio.Task[None] | None:
         """End ``watch``'s renewals; the renewal task to wait out, if one was started."""
-        watch.timetable.remove(watch)
+        watch.timetable.waiting.discard(watch)
         if watch.task is not None:
             watch.task.cancel()
         return watch.task

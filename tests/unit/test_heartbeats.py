@@ -9,7 +9,14 @@ import threading
 import time
 import weakref
 
-from rill_executor import AsyncLedger, InProgress, Ledger, current_claim, fingerprint_of
+from rill_executor import (
+    AsyncLedger,
+    InProgress,
+    Ledger,
+    current_async_claim,
+    current_claim,
+    fingerprint_of,
+)
 from rill_executor.store import AttemptRef, MemoryStore, StoreAnswer
 
 
@@ -160,3 +167,23 @@ def test_a_closed_event_loop_is_not_kept_by_the_ledger() -> None:
     asyncio.run(short("k"))
     gc.collect()
     assert loops and loops[0]() is None
+
+
+def test_many_short_async_calls_do_not_keep_their_ended_claims() -> None:
+    # As with a Ledger: every call's first renewal is due only in 10 s, and a run of short
+    # calls on one event loop must not keep the ended ones until then.
+    ledger = AsyncLedger("memory://", namespace="hb", lease=30)
+    alive: list[weakref.ref[object]] = []
+
+    @ledger.idempotent(key=lambda k: k, name="short")
+    async def short(k: str) -> str:
+        alive.append(weakref.ref(current_async_claim()))
+        return k
+
+    async def calls() -> None:
+        for i in range(500):
+            await short(str(i))
+        gc.collect()
+        assert sum(ref() is not None for ref in alive) <= 100
+
+    asyncio.run(calls())
