@@ -64,21 +64,21 @@ class AnyClaim(Protocol):
 log = logging.getLogger("rill_executor")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendClaim:
     """Send the claim to the store (once more after a lost reply); answer ``(answer, resent)``."""
 
     request: ClaimRequest
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Own:
     """Wrap the row the store granted in the ledger's claim type; answer the claim."""
 
     row: JobRow
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Run:
     """Run the handler under ``claim``, with its heartbeat; answer its result."""
 
@@ -88,7 +88,7 @@ class Run:
     kwargs: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finish:
     """End ``claim``'s attempt with ``completion`` (a fenced store write)."""
 
