@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,6 +28,40 @@ def _threads(pid: int) -> list[int]:
         return [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
     except OSError:
         return []  # gone
+
+
+def cpu_of(tid: int) -> int | None:
+    """The core thread ``tid`` last ran on (``/proc``'s ``processor`` field), or None once
+    it is gone."""
+    try:
+        stat = Path(f"/proc/{tid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[36])  # field 39; the list starts at field 3
+
+
+class Sides:
+    """Where this thread and a server's process stood, sampled now and then during a run:
+    how often on one core, to tell a run that met the other core's wake-ups from one that
+    did not."""
+
+    def __init__(self, server: Callable[[], list[int]]) -> None:
+        self._server = server
+        self._me = threading.get_native_id()
+        self.same = self.apart = 0
+
+    def sample(self) -> None:
+        pids = self._server()
+        here, there = cpu_of(self._me), cpu_of(pids[0]) if pids else None
+        if here is not None and there is not None:
+            if here == there:
+                self.same += 1
+            else:
+                self.apart += 1
+
+    def __str__(self) -> str:
+        samples = self.same + self.apart
+        return f"the server's process on this process's core in {self.same} of {samples} samples"
 
 
 def _parent(pid: int) -> int:

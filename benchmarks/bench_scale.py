@@ -3,7 +3,7 @@
 
     make bench-scale                                # SCALE_ARGS to change the defaults
     .venv/bin/python benchmarks/bench_scale.py [--sizes 10000,1000000,10000000]
-        [--stores postgres,redis] [--n 2000]
+        [--stores postgres,redis] [--n 2000] [--place same|apart]
         [--postgres-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 
 For each store, one namespace grows to each size in turn, filled in bulk straight on the
@@ -24,7 +24,11 @@ namespace) and a status of a stored key (drawn the same way). Then it reports p5
 operation and size, the ratios of the largest size's p50 and p99 to the smallest's (the
 target: within 1.2), the table and index sizes on PostgreSQL, and on Redis the bytes per job
 (``MEMORY USAGE`` of a sample of jobs' two keys, and ``used_memory`` over the job count)
-with what a 7-day retention of 100 jobs/s would hold. It asserts nothing.
+with what a 7-day retention of 100 jobs/s would hold. At each size it also says how often
+the server process that served the ledger stood on the benchmark's core (sampled once a
+round): a round trip to the other core waits for it to wake, and unpinned the scheduler
+may choose differently at each size; ``--place`` pins both sides for the timed phases as
+``bench_sql.py --place`` does. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -42,10 +46,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import redis
+from _placement import PLACES, Sides, placed, postgres_server
 from sqlalchemy.engine import make_url
 
 from rill_executor import Claim, Ledger, Replay
@@ -70,8 +76,20 @@ def key_of(i: int) -> str:
 # -- the measure, the same on every store ---------------------------------------------------
 
 
-def measure(ledger: Ledger, stored: int, n: int, rng: random.Random) -> dict[str, list[float]]:
-    """``n`` of each operation, interleaved in rounds of 50 (order rotating each round)."""
+@dataclass(frozen=True)
+class Server:
+    """The local server's processes: every one (to pin; its main one first) and the ones
+    serving the ledger's connection (to see where they stand)."""
+
+    processes: Callable[[], list[int]]
+    serving: Callable[[], list[int]]
+
+
+def measure(
+    ledger: Ledger, stored: int, n: int, rng: random.Random, sides: Sides
+) -> dict[str, list[float]]:
+    """``n`` of each operation, interleaved in rounds of 50 (order rotating each round);
+    where the server's process stands sampled after each round."""
     times: dict[str, list[float]] = {"claim": [], "replay": [], "status": []}
     run = uuid.uuid4().hex[:8]
     fresh = (f"new-{run}-{i}" for i in itertools.count())
@@ -109,6 +127,7 @@ def measure(ledger: Ledger, stored: int, n: int, rng: random.Random) -> dict[str
         for op in order:
             for _ in range(50):
                 op()
+            sides.sample()
     return times
 
 
@@ -138,6 +157,8 @@ def grow(
     n: int,
     fill: Callable[[int, int], None],
     sizes_of: Callable[[int, random.Random], str],
+    server: Server,
+    place: str | None,
 ) -> None:
     """Fill the namespace to each size in turn (``fill(start, stop)``), measure at each."""
     rows = []
@@ -148,9 +169,10 @@ def grow(
         fill(stored, size)
         print(f"{store}: filled to {size:,} in {time.perf_counter() - began:,.1f} s")
         stored = size
-        with Ledger(url, namespace=NAMESPACE) as ledger:
-            rows.append((size, measure(ledger, stored, n, rng)))
-        print(f"{store} at {size:,}: {sizes_of(stored, rng)}")
+        sides = Sides(server.serving)
+        with placed(place, server.processes) as where, Ledger(url, namespace=NAMESPACE) as ledger:
+            rows.append((size, measure(ledger, stored, n, rng, sides)))
+        print(f"{store} at {size:,}: {sizes_of(stored, rng)}; {where}, {sides}")
     report(store, rows)
 
 
@@ -207,7 +229,26 @@ def pg_sizes(conninfo: str) -> str:
     )
 
 
-def bench_postgres(url: str, sizes: list[int], n: int) -> None:
+def pg_server(conninfo: str, database: str) -> Server:
+    """The postmaster and its children; serving: the backends connected to ``database``
+    (the ledger's, during the timed phase), told by their process titles."""
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    processes = postgres_server(row[0])
+
+    def serving() -> list[int]:
+        found = []
+        for pid in processes()[1:]:
+            with contextlib.suppress(OSError):
+                if f" {database} ".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+        return found
+
+    return Server(processes, serving)
+
+
+def bench_postgres(url: str, sizes: list[int], n: int, place: str | None) -> None:
     from rill_executor_sql import upgrade_schema
 
     server = make_url(url)
@@ -227,6 +268,8 @@ def bench_postgres(url: str, sizes: list[int], n: int) -> None:
             n,
             lambda start, stop: pg_fill(conninfo, start, stop),
             lambda stored, rng: pg_sizes(conninfo),
+            pg_server(conninfo, database),
+            place,
         )
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -237,7 +280,8 @@ def bench_postgres(url: str, sizes: list[int], n: int) -> None:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[str]:
+def redis_server() -> Iterator[tuple[str, int]]:
+    """A server of the benchmark's own: its URL and its process id."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -255,7 +299,7 @@ def redis_server() -> Iterator[str]:
                 if client.ping():
                     break
             time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0?durability=ignore"
+        yield f"redis://127.0.0.1:{port}/0?durability=ignore", process.pid
     finally:
         process.terminate()
         process.wait()
@@ -315,8 +359,8 @@ def redis_sizes(client: redis.Redis, stored: int, rng: random.Random) -> str:
     )
 
 
-def bench_redis(sizes: list[int], n: int) -> None:
-    with redis_server() as url:
+def bench_redis(sizes: list[int], n: int, place: str | None) -> None:
+    with redis_server() as (url, pid):
         client = redis.Redis.from_url(url.split("?")[0])
         grow(
             "Redis",
@@ -325,6 +369,8 @@ def bench_redis(sizes: list[int], n: int) -> None:
             n,
             lambda start, stop: redis_fill(client, start, stop),
             lambda stored, rng: redis_sizes(client, stored, rng),
+            Server(lambda: [pid], lambda: [pid]),
+            place,
         )
 
 
@@ -333,6 +379,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,1000000,10000000")
     parser.add_argument("--stores", default="postgres,redis")
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--place", choices=PLACES, help="pin this process and the server")
     parser.add_argument(
         "--postgres-url", default="postgresql+psycopg://postgres@127.0.0.1:5432/test"
     )
@@ -340,9 +387,9 @@ def main() -> None:
     sizes = sorted(int(s) for s in args.sizes.split(","))
     stores = args.stores.split(",")
     if "postgres" in stores:
-        bench_postgres(args.postgres_url, sizes, args.n)
+        bench_postgres(args.postgres_url, sizes, args.n, args.place)
     if "redis" in stores:
-        bench_redis(sizes, args.n)
+        bench_redis(sizes, args.n, args.place)
 
 
 if __name__ == "__main__":
