@@ -9,6 +9,8 @@ import threading
 import time
 import weakref
 
+import pytest
+
 from rill_executor import (
     AsyncLedger,
     InProgress,
@@ -17,7 +19,7 @@ from rill_executor import (
     current_claim,
     fingerprint_of,
 )
-from rill_executor.store import AttemptRef, MemoryStore, StoreAnswer
+from rill_executor.store import AsyncMemoryStore, AttemptRef, MemoryStore, StoreAnswer
 
 
 def _slow(ledger: Ledger, name: str, nap: float) -> list[object]:
@@ -187,3 +189,49 @@ def test_many_short_async_calls_do_not_keep_their_ended_claims() -> None:
         assert sum(ref() is not None for ref in alive) <= 100
 
     asyncio.run(calls())
+
+
+def test_a_stream_of_long_async_calls_renews_each_without_a_timer_firing_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each firing of a loop's timer passes over the claims still waiting for their first
+    # renewal; one firing per call would make a stream of long calls cost its square.
+    from rill_executor import _heartbeat
+
+    firings = 0
+    fire = _heartbeat._Timetable._fire
+
+    def counted(self: _heartbeat._Timetable) -> None:
+        nonlocal firings
+        firings += 1
+        fire(self)
+
+    monkeypatch.setattr(_heartbeat._Timetable, "_fire", counted)
+    store = _CountedRenewals()
+    ledger = AsyncLedger(AsyncMemoryStore(store), namespace="hb", lease=3)
+
+    @ledger.idempotent(key=lambda k: k, name="long", heartbeat=0.5)
+    async def long(k: str) -> str:
+        await asyncio.sleep(0.7)  # past its first renewal
+        return k
+
+    async def stream() -> None:
+        calls = []
+        for i in range(200):
+            calls.append(asyncio.create_task(long(str(i))))
+            await asyncio.sleep(0.001)  # one call started every millisecond or so
+        await asyncio.gather(*calls)
+
+    asyncio.run(stream())
+    assert store.renewed >= 200, store.renewed  # every call was renewed
+    assert firings <= 60, firings  # about one per tenth of an interval, not one per call
+
+
+class _CountedRenewals(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed = 0
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        self.renewed += 1
+        return super().heartbeat(ref, lease_us)
