@@ -2,7 +2,8 @@
 
 They are driver-level SQL (``%(name)s`` parameters): the hot path sends them straight to the
 pooled DBAPI cursor. ``{columns}`` stands for the job's columns without its history and
-event log, ``{awaits_lapse}`` for the block of that name (a condition, not a statement).
+event log, ``{awaits_lapse}`` and ``{new_notice}`` for the blocks of those names (parts of
+statements, not statements).
 ``claim_function`` is the DDL of ``rill_claim`` (schema version 10), which runs the ``claim``
 statement when a read and an insert do not settle the claim.
 """
@@ -55,6 +56,7 @@ _ANSWER_TYPES = ", ".join(
     ]
 )
 PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
+_FRAGMENTS = ("awaits_lapse", "new_notice")  # blocks that are parts of statements, not ones
 
 
 @cache
@@ -62,7 +64,8 @@ def _load(family: str) -> dict[str, str]:
     source = files(__package__).joinpath("queries", f"{family}.sql").read_text("utf-8")
     parts = _BLOCK.split(source)[1:]
     blocks = {name: _compact(body) for name, body in zip(parts[::2], parts[1::2], strict=True)}
-    fragments = {"{columns}": _COLUMNS, "{awaits_lapse}": blocks.get("awaits_lapse", "")}
+    fragments = {"{columns}": _COLUMNS}
+    fragments |= {f"{{{name}}}": blocks[name] for name in _FRAGMENTS if name in blocks}
     return {name: _fill(body, fragments) for name, body in blocks.items()}
 
 

@@ -196,14 +196,10 @@ WITH clock AS (
                     WHERE c ->> 'key' = r ->> 'key')) ended))),
         outputs = '[]'::jsonb,
         notices = CASE WHEN j.watchers = '{}'::jsonb THEN j.notices
-            ELSE j.notices || (SELECT jsonb_agg(jsonb_build_object(
-                'id', concat(j.fence, '.', jsonb_array_length(j.notices) + w.n),
-                'watch', w.id, 'target', w.target, 'fence', j.fence,
-                'state', CAST(%(state)s AS text), 'error', CAST(%(error)s AS jsonb),
-                'status', 'pending', 'attempts', 0, 'due', clock.now_us,
-                'lease_owner', NULL, 'lease_until', NULL, 'outcome', NULL, 'detail', NULL,
-                'created_at', clock.now_us, 'settled_at', NULL) ORDER BY w.n)
-                FROM jsonb_each(j.watchers) WITH ORDINALITY AS w(id, target, n)) END,
+            ELSE j.notices || (SELECT jsonb_agg({new_notice} ORDER BY n.seq)
+                FROM (SELECT w.n AS seq, w.id AS watch, w.target, CAST(%(state)s AS text)
+                        AS state, CAST(%(error)s AS jsonb) AS error
+                    FROM jsonb_each(j.watchers) WITH ORDINALITY AS w(id, target, n)) n) END,
         notice_due = CASE WHEN j.watchers = '{}'::jsonb THEN j.notice_due
             ELSE least(j.notice_due, clock.now_us) END,
         watchers = '{}'::jsonb
@@ -266,6 +262,16 @@ SELECT count(*) AS settled FROM upd
     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) l
         WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = j.fence))
 
+-- name: new_notice
+-- Not a statement: a pending notice of the job row j (as _notices.py makes one), written
+-- {new_notice}, from the row n: seq (its place among the notices added at once), watch,
+-- target, state and error.
+jsonb_build_object('id', concat(j.fence, '.', jsonb_array_length(j.notices) + n.seq),
+    'watch', n.watch, 'target', n.target, 'fence', j.fence, 'state', n.state,
+    'error', n.error, 'status', 'pending', 'attempts', 0, 'due', clock.now_us,
+    'lease_owner', NULL, 'lease_until', NULL, 'outcome', NULL, 'detail', NULL,
+    'created_at', clock.now_us, 'settled_at', NULL)
+
 -- name: lease_notices
 -- Leasing notices (lease_notices in _flows.py, one statement here): up to %(limit)s jobs of a
 -- namespace with notice_due passed, earliest first, locked (rows another deliverer or a
@@ -286,12 +292,8 @@ WITH clock AS (
     FOR UPDATE OF j SKIP LOCKED
 ), found AS (
     SELECT j.*, CASE WHEN {awaits_lapse} AND j.lease_until <= clock.now_us
-        THEN j.notices || jsonb_build_array(jsonb_build_object(
-            'id', concat(j.fence, '.', jsonb_array_length(j.notices) + 1), 'watch', '',
-            'target', NULL, 'fence', j.fence, 'state', 'processing', 'error', NULL,
-            'status', 'pending', 'attempts', 0, 'due', clock.now_us, 'lease_owner', NULL,
-            'lease_until', NULL, 'outcome', NULL, 'detail', NULL, 'created_at', clock.now_us,
-            'settled_at', NULL))
+        THEN j.notices || (SELECT jsonb_build_array({new_notice}) FROM (SELECT 1 AS seq,
+            '' AS watch, NULL::jsonb AS target, 'processing' AS state, NULL::jsonb AS error) n)
         ELSE j.notices END AS seen
     FROM picked j, clock
 ), chosen AS (
