@@ -12,7 +12,6 @@ written. If the second send fails too, the outcome is not recorded and the error
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -69,11 +68,14 @@ class _ClaimBase:
         self.lease = timedelta(microseconds=(row.lease_until or 0) - (row.claimed_at or 0))
         # When the lease ends on this process's monotonic clock, as last granted (a claim's
         # latency makes it a little late: a fenced write after it is refused anyway).
-        self._lease_deadline = time.monotonic() + self.lease.total_seconds()
+        self._lease_deadline = self._monotonic() + self.lease.total_seconds()
+
+    def _monotonic(self) -> float:
+        return self._core.clock.monotonic_ns() / 1e9
 
     def lease_left(self) -> float:
         """Seconds until the lease runs out, as last granted, on this process's clock."""
-        return self._lease_deadline - time.monotonic()
+        return self._lease_deadline - self._monotonic()
 
     @property
     def attempt_id(self) -> str:
@@ -151,7 +153,7 @@ class _ClaimBase:
             raise
         if row.lease_until is not None:
             self.lease_expires_at = at_us(row.lease_until)
-            self._lease_deadline = time.monotonic() + (row.lease_until - answer.now) / 1e6
+            self._lease_deadline = self._monotonic() + (row.lease_until - answer.now) / 1e6
         return row
 
     def _lease_us(self, lease: Seconds | None) -> int:

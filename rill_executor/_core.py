@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from . import _telemetry as telemetry
+from ._clock import SYSTEM_CLOCK, Clock
 from ._codec import encode_error, encode_result
 from ._config import LedgerConfig, Seconds, to_us
 from ._decisions import (
@@ -72,9 +73,12 @@ Outcome = JobRow | Replay | InProgress | Conflict
 class LedgerCore:
     """Requests out, outcomes in: what the ledger decides around each store call."""
 
-    def __init__(self, config: LedgerConfig, store_kind: str = "store") -> None:
+    def __init__(
+        self, config: LedgerConfig, store_kind: str = "store", clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.config = config
         self.store_kind = store_kind  # for telemetry: postgresql, redis…, never an address
+        self.clock = clock  # the only clock the ledger's decisions read (``_clock``)
 
     @property
     def namespace(self) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
@@ -20,6 +19,7 @@ from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._claim import current as current_claim
+from ._clock import SYSTEM_CLOCK, Clock
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
@@ -85,6 +85,7 @@ class _LedgerBase(Generic[S]):
         duplicate_window: DuplicateWindow | Seconds | None = None,
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         outputs: OutputStore | str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         config = LedgerConfig.build(
             namespace=namespace,
@@ -97,12 +98,15 @@ class _LedgerBase(Generic[S]):
             self._open(store) if isinstance(store, str) else store,
             config,
             open_output_store(outputs) if isinstance(outputs, str) else outputs,
+            clock,
         )
 
-    def _setup(self, store: S, config: LedgerConfig, outputs: OutputStore | None) -> None:
+    def _setup(
+        self, store: S, config: LedgerConfig, outputs: OutputStore | None, clock: Clock
+    ) -> None:
         self.store = store
         self.config = config
-        self._core = LedgerCore(config, telemetry.store_kind(store))
+        self._core = LedgerCore(config, telemetry.store_kind(store), clock)
         self.outputs = outputs
         self._names = HandlerNames(config.namespace)  # the handler names decorated here
 
@@ -195,14 +199,18 @@ class Ledger(_LedgerBase[Store]):
     without a heartbeat (store clock); ``retention`` how long finished records are kept at
     least; ``duplicate_window``, if given, is how long after a task's first dispatch the
     engine may still send a duplicate (a ``DuplicateWindow`` built from its retry policy, or
-    a duration), and a retention shorter than it is refused with ``ConfigError``.
+    a duration), and a retention shorter than it is refused with ``ConfigError``. ``clock``
+    is the time the ledger's decisions read and its waits pass on (``Clock``): the process's
+    own, or a test's ``VirtualClock``.
     """
 
     def _open(self, url: str) -> Store:
         return open_store(url)
 
-    def _setup(self, store: Store, config: LedgerConfig, outputs: OutputStore | None) -> None:
-        super()._setup(store, config, outputs)
+    def _setup(
+        self, store: Store, config: LedgerConfig, outputs: OutputStore | None, clock: Clock
+    ) -> None:
+        super()._setup(store, config, outputs, clock)
         self.heartbeats = Heartbeats()  # renews the leases of running handlers
 
     def claim(
@@ -392,7 +400,7 @@ class Ledger(_LedgerBase[Store]):
     def _threaded(self) -> AsyncLedger:
         """This ledger for ``async def`` handlers: the store's calls in a worker thread."""
         threaded = AsyncLedger.__new__(AsyncLedger)
-        threaded._setup(ThreadedAsyncStore(self.store), self.config, self.outputs)
+        threaded._setup(ThreadedAsyncStore(self.store), self.config, self.outputs, self._core.clock)
         return threaded
 
     def _perform(self, action: Action) -> Any:
@@ -418,7 +426,7 @@ class Ledger(_LedgerBase[Store]):
             case Renew(claim):
                 return cast(Claim, claim).heartbeat()
             case Sleep(seconds):
-                time.sleep(seconds)
+                self._core.clock.sleep(seconds)
             case StoreCall(method, args):
                 return getattr(self.store, method)(*args)
             case ReadStatuses(query):
@@ -444,8 +452,10 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
     def _open(self, url: str) -> AsyncStore:
         return open_async_store(url)
 
-    def _setup(self, store: AsyncStore, config: LedgerConfig, outputs: OutputStore | None) -> None:
-        super()._setup(store, config, outputs)
+    def _setup(
+        self, store: AsyncStore, config: LedgerConfig, outputs: OutputStore | None, clock: Clock
+    ) -> None:
+        super()._setup(store, config, outputs, clock)
         self.heartbeats = AsyncHeartbeats()  # renews the leases of running handlers
 
     async def claim(
@@ -640,7 +650,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             case Renew(claim):
                 return await cast(AsyncClaim, claim).heartbeat()
             case Sleep(seconds):
-                await asyncio.sleep(seconds)
+                await self._core.clock.asleep(seconds)
             case StoreCall(method, args):
                 return await getattr(self.store, method)(*args)
             case ReadStatuses(query):

@@ -1,19 +1,20 @@
 """The in-memory store: for unit tests of services built on the ledger, and the reference.
 
 It keeps the same contract as the real stores (the conformance kit runs against it) within
-one process. Its clock is the process's monotonic clock anchored to the wall clock once at
-creation, so, like a database's, it does not follow later changes of the caller's clock.
+one process. Its clock is a monotonic clock anchored to the wall clock once at creation, so,
+like a database's, it does not follow later changes of the caller's clock: the process's own
+(``clock``: any ``Clock``, e.g. a test's ``VirtualClock``).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
+from ._clock import SYSTEM_CLOCK, Clock
 from ._decisions import (
     ClaimAction,
     check_write,
@@ -57,15 +58,16 @@ __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"
 class MemoryStore:
     kind = "memory"
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self._jobs: dict[str, JobRow] = {}
         self._attempts: dict[str, list[AttemptRow]] = {}
         self._events: dict[str, str] = {}
         # What purged records leave: job id -> (namespace, last fence, kept until).
         self._fences: dict[str, tuple[str, int, int]] = {}
-        self._anchor_wall = time.time_ns() // 1000
-        self._anchor_mono = time.monotonic_ns() // 1000
+        self._anchor_wall = clock.time_ns() // 1000
+        self._anchor_mono = clock.monotonic_ns() // 1000
         self._id = uuid.uuid4().hex  # its data lives and dies with this instance
 
     def store_id(self) -> str:
@@ -77,7 +79,7 @@ class MemoryStore:
             pass
 
     def _now(self) -> int:
-        return self._anchor_wall + time.monotonic_ns() // 1000 - self._anchor_mono
+        return self._anchor_wall + self._clock.monotonic_ns() // 1000 - self._anchor_mono
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         with self._lock:

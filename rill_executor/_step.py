@@ -12,12 +12,12 @@ other operations are steps too (``_operations``), with the store calls (``StoreC
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import _telemetry as telemetry
+from ._clock import Clock
 from ._core import LedgerCore
 from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
 from ._idempotent import IdempotentSpec
@@ -157,7 +157,7 @@ def call(
     """A decorated call; ``claim_options`` (attempt id, origin) go to every claim it makes."""
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
-    waiter = Waiter(spec.wait)
+    waiter = Waiter(spec.wait, core.clock)
     with telemetry.RunSpan(spec.name, core.namespace, key) as run:
         while True:
             request = core.claim_request(
@@ -300,14 +300,18 @@ def _failing(
 class Waiter:
     """When to look again at a job another attempt is running."""
 
-    def __init__(self, wait: float | None) -> None:
-        self._deadline = None if wait is None else time.monotonic() + wait
+    def __init__(self, wait: float | None, clock: Clock) -> None:
+        self._clock = clock
+        self._deadline = None if wait is None else self._now() + wait
         self._delay = 0.02
+
+    def _now(self) -> float:
+        return self._clock.monotonic_ns() / 1e9
 
     def next_delay(self, busy: InProgress) -> float | None:
         if self._deadline is None:
             return None
-        remaining = self._deadline - time.monotonic()
+        remaining = self._deadline - self._now()
         if remaining <= 0:
             return None
         delay = min(self._delay, remaining, max(busy.lease_left.total_seconds(), 0.001))

@@ -12,6 +12,7 @@ a store keeps, are in the concepts page and the conformance kit
 (``rill_executor.testing.conformance``).
 """
 
+from ._clock import SYSTEM_CLOCK, Clock, SystemClock
 from ._decisions import (
     ClaimAction,
     WriteRejection,
@@ -99,9 +100,12 @@ from ._store import (
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = [
+    "SYSTEM_CLOCK",
     "AsyncMemoryStore",
+    "Clock",
     "DueNotice",
     "MemoryStore",
+    "SystemClock",
     "ThreadedAsyncStore",
     "Watch",
     "upgrade_schema",

@@ -24,10 +24,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._clock import VirtualClock
     from ._driver import LedgerDriver, Portal, is_claim
     from .conformance import StoreConformance
 
-__all__ = ["LedgerDriver", "Portal", "StoreConformance", "is_claim"]
+__all__ = ["LedgerDriver", "Portal", "StoreConformance", "VirtualClock", "is_claim"]
 
 # Imported on first use: the package is the parent of the pytest plugin (``_plugin``) that
 # every pytest run loads, and the kit pulls in hypothesis and the whole library.
@@ -35,6 +36,7 @@ _HOMES = {
     "LedgerDriver": "._driver",
     "Portal": "._driver",
     "StoreConformance": ".conformance",
+    "VirtualClock": "._clock",
     "is_claim": "._driver",
 }
 

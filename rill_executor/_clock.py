@@ -1,0 +1,52 @@
+"""Time as a port: the one way the core reads a clock or waits (invariant 22).
+
+The ledger's decisions that depend on time — how long a claim's lease has left on this
+process's clock, how long a joining call still waits, how long a failed finish keeps trying —
+read it through a ``Clock``, and so does the in-memory store for its own clock. Given the same
+inputs and the same clock, the core decides the same way, so tests drive it on a virtual clock
+(``rill_executor.testing.VirtualClock``) without sleeping, and a simulation replays any
+schedule exactly. The real stores judge leases on their servers' clocks, as always.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
+
+
+class Clock(Protocol):
+    """What the core asks of time: the ``time`` module's own three functions."""
+
+    def monotonic_ns(self) -> int:
+        """Nanoseconds on a clock that never goes back (deadlines in this process)."""
+        ...
+
+    def time_ns(self) -> int:
+        """Nanoseconds since the epoch (the wall clock: a store's anchor)."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a sync ledger's pause between two looks at a job)."""
+        ...
+
+    async def asleep(self, seconds: float) -> None:
+        """``sleep``'s asyncio twin (an ``AsyncLedger``'s pause)."""
+        ...
+
+
+class SystemClock:
+    """The process's own clocks."""
+
+    monotonic_ns = staticmethod(time.monotonic_ns)
+    time_ns = staticmethod(time.time_ns)
+    sleep = staticmethod(time.sleep)
+    asleep = staticmethod(asyncio.sleep)
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+SYSTEM_CLOCK = SystemClock()

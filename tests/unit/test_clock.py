@@ -1,0 +1,100 @@
+"""Time as a port: the ledger and the in-memory store on a ``VirtualClock`` read no other
+clock, so a lease runs out, a joining call gives up and a claim's lease is judged without a
+wall-clock wait."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from rill_executor import AsyncLedger, Claim, InProgress, JobInProgress, Ledger, fingerprint_of
+from rill_executor.store import AsyncMemoryStore, MemoryStore
+from rill_executor.testing import VirtualClock
+
+BUSY = fingerprint_of({"k": "busy"})  # what a call of work("busy") claims with
+
+
+def _ledger(clock: VirtualClock, lease: float = 10.0) -> Ledger:
+    return Ledger(MemoryStore(clock=clock), namespace="clock", lease=lease, clock=clock)
+
+
+def test_a_lease_runs_out_when_the_virtual_clock_passes_it() -> None:
+    clock = VirtualClock()
+    ledger = _ledger(clock)
+    first = ledger.claim("k")
+    assert isinstance(first, Claim)
+    assert first.lease_left() == pytest.approx(10.0)
+    clock.advance(9.5)
+    assert first.lease_left() == pytest.approx(0.5)
+    assert isinstance(ledger.claim("k"), InProgress)
+    clock.advance(0.5)
+    second = ledger.claim("k")
+    assert isinstance(second, Claim) and second.fence == first.fence + 1
+
+
+def test_a_joining_call_waits_on_the_ledgers_clock() -> None:
+    """``wait=`` of an hour, against a job another attempt holds: the waits pass on the
+    virtual clock (a minute of looks takes no real time), then ``JobInProgress``."""
+    clock = VirtualClock()
+    ledger = _ledger(clock, lease=7200.0)
+    held = ledger.claim("work/busy", fingerprint=BUSY)  # the handler's job, held elsewhere
+    assert isinstance(held, Claim)
+
+    @ledger.idempotent(key=lambda k: k, wait=timedelta(hours=1), name="work")
+    def work(k: str) -> str:
+        return k
+
+    began = time.monotonic()
+    with pytest.raises(JobInProgress):
+        work("busy")
+    assert time.monotonic() - began < 30  # an hour of waiting did not pass for real
+    assert clock.monotonic_ns() >= 3600 * 10**9
+
+
+def test_an_async_ledger_sleeps_on_its_clock() -> None:
+    clock = VirtualClock()
+    store = AsyncMemoryStore(MemoryStore(clock=clock))
+    ledger = AsyncLedger(store, namespace="clock", lease=7200.0, clock=clock)
+
+    @ledger.idempotent(key=lambda k: k, wait=timedelta(minutes=10), name="work")
+    async def work(k: str) -> str:
+        return k
+
+    async def main() -> None:
+        assert not isinstance(await ledger.claim("work/busy", fingerprint=BUSY), InProgress)
+        with pytest.raises(JobInProgress):
+            await work("busy")
+
+    asyncio.run(main())
+    assert clock.monotonic_ns() >= 600 * 10**9
+
+
+def test_the_memory_store_keeps_its_own_time_on_a_virtual_clock() -> None:
+    clock = VirtualClock()
+    store = MemoryStore(clock=clock)
+    before = store.status("nothing")
+    assert before is None
+    ledger = Ledger(store, namespace="clock", clock=clock)
+    claim = ledger.claim("k")
+    assert isinstance(claim, Claim)
+    clock.advance(3)
+    status = ledger.status("k")
+    assert status is not None
+    assert status.store_time.timestamp() == pytest.approx(clock.time_ns() / 1e9)
+
+
+def test_a_virtual_clock_never_goes_back_and_is_shared_safely() -> None:
+    clock = VirtualClock()
+    with pytest.raises(ValueError, match="does not go back"):
+        clock.advance(-1)
+    threads = [threading.Thread(target=lambda: [clock.advance(0.001) for _ in range(1000)])]
+    threads.append(threading.Thread(target=lambda: [clock.sleep(0.001) for _ in range(1000)]))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert clock.monotonic_ns() == 2 * 1000 * 1_000_000
