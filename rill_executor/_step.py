@@ -194,6 +194,8 @@ def running(
     run.running()
     try:
         result = yield Run(claim, spec, args, kwargs)
+    except GeneratorExit:  # the step was closed by its driver: it does no more I/O
+        raise
     except HandedOff as exc:  # the work goes on elsewhere: end nothing
         run.ran(exc, terminal=False)
         raise

@@ -12,6 +12,8 @@ from datetime import timedelta
 import pytest
 
 from rill_executor import AsyncLedger, Claim, InProgress, JobInProgress, Ledger, fingerprint_of
+from rill_executor._idempotent import IdempotentOptions
+from rill_executor._step import Run, call
 from rill_executor.store import AsyncMemoryStore, MemoryStore
 from rill_executor.testing import VirtualClock
 
@@ -98,3 +100,23 @@ def test_a_virtual_clock_never_goes_back_and_is_shared_safely() -> None:
     for thread in threads:
         thread.join()
     assert clock.monotonic_ns() == 2 * 1000 * 1_000_000
+
+
+def test_a_step_closed_at_its_run_writes_nothing() -> None:
+    """A driver that drops a call while its handler runs (its process stopping) closes the
+    step: it ends without another action, where it used to try to record a failure and
+    raise ``RuntimeError: generator ignored GeneratorExit``."""
+    ledger = _ledger(VirtualClock())
+
+    def work(k: str) -> str:
+        return k
+
+    spec = ledger.spec(work, IdempotentOptions(key=lambda k: k, name="work"))
+    step = call(ledger._core, spec, ("k",), {}, {})
+    action = step.send(None)  # the claim
+    action = step.send(ledger._perform(action))  # the claim wrapped
+    action = step.send(ledger._perform(action))
+    assert isinstance(action, Run)
+    step.close()
+    status = ledger.status("work/k")
+    assert status is not None and status.state.value == "processing"
