@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -93,8 +94,12 @@ def test_a_virtual_clock_never_goes_back_and_is_shared_safely() -> None:
     clock = VirtualClock()
     with pytest.raises(ValueError, match="does not go back"):
         clock.advance(-1)
-    threads = [threading.Thread(target=lambda: [clock.advance(0.001) for _ in range(1000)])]
-    threads.append(threading.Thread(target=lambda: [clock.sleep(0.001) for _ in range(1000)]))
+
+    def tick(move: Callable[[float], None]) -> None:
+        for _ in range(1000):
+            move(0.001)
+
+    threads = [threading.Thread(target=tick, args=(move,)) for move in (clock.advance, clock.sleep)]
     for thread in threads:
         thread.start()
     for thread in threads:
