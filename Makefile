@@ -7,6 +7,7 @@
 # `make bench-cluster` compares 64 clients' fresh calls on Redis Clusters of 1 and 3 primaries
 # that it starts itself (redis-server on the PATH; CLUSTER_ARGS to change it).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
+# `make simulate` runs 100,000 schedules of the deterministic simulation (SIM_SEEDS to change).
 # `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
 # executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
 PYTHON ?= python3
@@ -15,7 +16,7 @@ BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
+.PHONY: demo test lint docs simulate bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +37,9 @@ lint: $(VENV)/.installed
 
 test: lint
 	$(BIN)/pytest -n 2 --dist loadscope
+
+simulate: $(VENV)/.installed
+	$(BIN)/python -m tests.simulation --seeds $(or $(SIM_SEEDS),0:100000)
 
 docs: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-docs.txt
