@@ -162,7 +162,7 @@ class MemoryStore:
             due = sorted(
                 (notice["due"], job_id, notice["id"])
                 for job_id, job in self._jobs.items()
-                if job.namespace == namespace
+                if job.namespace == namespace and job.notices != "[]"
                 for notice in json.loads(job.notices)
                 if leasable(notice, now)
             )[:limit]

@@ -223,8 +223,10 @@ def outbox_due(job: JobRow) -> int | None:
 def lapse_notices(job: JobRow, now: int) -> str | None:
     """``job``'s notices with a lapse notice added, if it is processing with watches and
     its owner's lease ran out at ``now``; None when no lapse notice is due."""
+    if job.state is not JobState.PROCESSING or (job.lease_until or 0) > now:
+        return None  # decided before any JSON is read: the common case of a lease poll
     found = json.loads(job.notices or "[]")
-    if not _lapse_due(job, found) or (job.lease_until or 0) > now:
+    if not _lapse_due(job, found):
         return None
     found.append(_notice(len(found) + 1, "", None, job.fence, JobState.PROCESSING.value, None, now))
     return _dump(found)
