@@ -46,7 +46,7 @@ class Refusals:
         more = f"{cause.since} more since the last report; " if cause and cause.since else ""
         self._causes[(handler, kind)] = _Cause(now)
         self._log.warning(
-            "refused a dispatch to %s (%d %s): %s (%sa cause is logged once in %.0f s)",
+            "refused a dispatch to %s (%d %s): %s (%seach cause logged at most once in %.0f s)",
             handler,
             status,
             kind,
