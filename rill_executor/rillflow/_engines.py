@@ -75,16 +75,16 @@ def _engine(entry: object, source: str) -> _Engine:
     return _Engine(None, host, parts.port, "")
 
 
-_ARGUMENT = "RillFlowExecutor(engines=[...])"
-
-
 class Engines:
-    """The engines callbacks may go to; ``None``: only to each dispatch's own peer.
+    """The engines callbacks may go to: base URLs (``http://rill-flow:8080/flow``) or hosts
+    (``rill-flow``, ``rill-flow:8080``); ``None``: only to each dispatch's own peer.
 
     ``source`` says where they were set; a refused callback's reason names it, so the
     operator knows what to change."""
 
-    def __init__(self, entries: Iterable[str] | None, *, source: str = _ARGUMENT) -> None:
+    def __init__(
+        self, entries: Iterable[str] | None, *, source: str = "RillFlowExecutor(engines=[...])"
+    ) -> None:
         if isinstance(entries, (str, bytes)):
             raise ConfigError(
                 "engines must be a list of base URLs or hosts, e.g."
