@@ -115,6 +115,7 @@ def test_a_cause_is_logged_again_after_a_minute_with_how_many_were_not(
     assert "2 more since the last report" in records[1]
 
 
+@pytest.mark.slow
 def test_the_example_executor_and_a_simulator_on_the_port_of_rill_engines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
