@@ -204,7 +204,7 @@ class AsyncArms:
         self.store = AsyncRedisStore.from_url(store_url(cluster))
         ledger = AsyncLedger(self.store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30)
 
-        @ledger.idempotent(key=lambda order: order["id"], heartbeat=False)
+        @ledger.idempotent(name="handler", key=lambda order: order["id"], heartbeat=False)
         async def handler(order: dict[str, Any]) -> dict[str, Any]:
             return {"ok": order["id"]}
 
@@ -241,7 +241,7 @@ class SyncArms:
         self.store = RedisStore.from_url(store_url(cluster))
         ledger = Ledger(self.store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30)
 
-        @ledger.idempotent(key=lambda order: order["id"], heartbeat=False)
+        @ledger.idempotent(name="handler", key=lambda order: order["id"], heartbeat=False)
         def handler(order: dict[str, Any]) -> dict[str, Any]:
             return {"ok": order["id"]}
 

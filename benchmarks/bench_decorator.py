@@ -84,10 +84,12 @@ def sync_arms(url: str, rounds: int, batch: int) -> dict[str, list[float]]:
 
     arms: dict[str, Callable[[int], object]] = {
         "explicit claim + commit": explicit,
-        "decorated, heartbeat=False": ledger.idempotent(key=lambda x: f"p{x}", heartbeat=False)(
+        "decorated, heartbeat=False": ledger.idempotent(
+            name="handler", key=lambda x: f"p{x}", heartbeat=False
+        )(handler),
+        "decorated (default heartbeat)": ledger.idempotent(name="handler", key=lambda x: f"h{x}")(
             handler
         ),
-        "decorated (default heartbeat)": ledger.idempotent(key=lambda x: f"h{x}")(handler),
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     keys = itertools.count()
@@ -115,10 +117,12 @@ async def async_arms(url: str, rounds: int, batch: int) -> dict[str, list[float]
 
     arms: dict[str, Callable[[int], Awaitable[object]]] = {
         "explicit claim + commit": explicit,
-        "decorated, heartbeat=False": ledger.idempotent(key=lambda x: f"p{x}", heartbeat=False)(
+        "decorated, heartbeat=False": ledger.idempotent(
+            name="handler", key=lambda x: f"p{x}", heartbeat=False
+        )(handler),
+        "decorated (default heartbeat)": ledger.idempotent(name="handler", key=lambda x: f"h{x}")(
             handler
         ),
-        "decorated (default heartbeat)": ledger.idempotent(key=lambda x: f"h{x}")(handler),
     }
     samples: dict[str, list[float]] = {name: [] for name in arms}
     keys = itertools.count()
@@ -140,8 +144,10 @@ def part_arms(url: str, rounds: int, batch: int) -> tuple[dict[str, list[float]]
     def handler(x: int) -> int:
         return x
 
-    spec = ledger.spec(handler, IdempotentOptions(key=lambda x: f"p{x}", heartbeat=False))
-    decorated = ledger.idempotent(key=lambda x: f"d{x}", heartbeat=False)(handler)
+    spec = ledger.spec(
+        handler, IdempotentOptions(key=lambda x: f"p{x}", heartbeat=False, name="handler")
+    )
+    decorated = ledger.idempotent(name="handler", key=lambda x: f"d{x}", heartbeat=False)(handler)
 
     def explicit(i: int) -> None:
         claim = ledger.claim(f"handler/e{i}", fingerprint=FINGERPRINT)

@@ -60,8 +60,10 @@ def rill_arms(url: str) -> tuple[Arm, Arm, Arm, RedisStore]:
     def handler(order: dict[str, Any]) -> dict[str, Any]:
         return {"ok": order["id"], "amount": order["amount"]}
 
-    plain = ledger.idempotent(key=lambda order: order["id"], heartbeat=False)(handler)
-    beating = ledger.idempotent(key=lambda order: f"hb-{order['id']}")(handler)
+    plain = ledger.idempotent(name="handler", key=lambda order: order["id"], heartbeat=False)(
+        handler
+    )
+    beating = ledger.idempotent(name="handler", key=lambda order: f"hb-{order['id']}")(handler)
 
     def explicit(i: int) -> object:
         """The store's share without the decorator: ``ledger.claim``, then commit on a
@@ -229,7 +231,7 @@ async def async_rounds(url: str, calls: int, concurrency: int, rounds: int) -> N
     store = AsyncRedisStore.from_url(_store_url(url))
     ledger = AsyncLedger(store, namespace=f"bench-{uuid.uuid4().hex[:8]}", lease=30)
 
-    @ledger.idempotent(key=lambda order: order["id"], heartbeat=False)
+    @ledger.idempotent(name="handler", key=lambda order: order["id"], heartbeat=False)
     async def handler(order: dict[str, Any]) -> dict[str, Any]:
         return {"ok": order["id"]}
 

@@ -63,10 +63,22 @@ def stored_key(key: str, handler: Handler | None) -> str:
 def default_name(fn: Callable[..., Any]) -> str:
     """A handler's name when ``idempotent(name=…)`` is not given: its qualified name,
     without its module, whose name depends on how the process started (``__main__`` in a
-    script, ``__mp_main__`` in a spawned worker, the import name under an ASGI server)."""
+    script, ``__mp_main__`` in a spawned worker, the import name under an ASGI server).
+    A lambda, or a function defined inside another, has none that lasts: ``ConfigError``."""
     name = getattr(fn, "__qualname__", None)
     if not isinstance(name, str):
         raise ConfigError(f"{fn!r} has no __qualname__: pass idempotent(name=...)")
+    if "<lambda>" in name or "<locals>" in name:
+        # Such a name is where the function is written, not what it does: moving it out of
+        # its function (or naming the lambda) would silently start a new set of jobs.
+        short = name.rsplit(".", 1)[-1]
+        where = "a lambda" if short == "<lambda>" else "defined inside a function"
+        example = "transcode" if short == "<lambda>" else short
+        raise ConfigError(
+            f"handler {name!r} is {where}, so its default name would change if it moved:"
+            f" pass it a durable name, e.g. idempotent(name={example!r}, key=...)"
+            " (or task(path, name=...) on a RillFlowExecutor)"
+        )
     return name
 
 

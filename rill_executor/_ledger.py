@@ -147,7 +147,9 @@ class _LedgerBase(Generic[S]):
         handlers never replay each other's results; set it to keep the jobs across a rename,
         or to share them. Two different functions that would get one default name on this
         ledger are refused with ``ConfigError``; the same function decorated again (its
-        module imported under another name, or reloaded) is not.
+        module imported under another name, or reloaded) is not. A function defined inside
+        another (``main.<locals>.transcode``) or a lambda has no lasting default: without
+        ``name`` it is refused with ``ConfigError``.
         ``Ledger`` takes ``def`` and ``async def`` handlers (the store calls of an async one
         run in a worker thread); ``AsyncLedger`` takes ``async def`` handlers.
         """

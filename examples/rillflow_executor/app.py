@@ -24,7 +24,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from rill_executor import AsyncLedger, HandedOff, TerminalError
-from rill_executor.rillflow import Dispatch, RillFlowExecutor, status_router
+from rill_executor.rillflow import Dispatch, Engines, RillFlowExecutor, status_router
 
 
 class Segment(BaseModel):
@@ -47,14 +47,13 @@ ledger = AsyncLedger(
     namespace=os.environ.get("RILL_NAMESPACE", "segments"),
     lease=LEASE,
 )
-# Where callbacks may go: the engine's base URLs or hosts, comma-separated (unset: only the
-# dispatch's own sender; see docs/security.md).
-ENGINES = [e for e in os.environ.get("RILL_ENGINES", "").split(",") if e.strip()] or None
+# Where callbacks may go: RILL_ENGINES, the engine's base URLs or hosts, comma-separated
+# (unset: only the dispatch's own sender; see docs/security.md). A refusal names it.
 executor = RillFlowExecutor(
     ledger,
     lease=timedelta(seconds=LEASE),
     token_secret=os.environ.get("RILL_TOKEN_SECRET"),
-    engines=ENGINES,
+    engines=Engines.from_env("RILL_ENGINES"),
 )
 app = FastAPI(lifespan=executor.lifespan)
 app.include_router(executor.router)

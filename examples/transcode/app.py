@@ -34,7 +34,7 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from rill_executor import AsyncLedger, ConfigError, TerminalError, current_async_claim
 from rill_executor.outputs import ChecksumMismatch, OutputStore
-from rill_executor.rillflow import RillFlowExecutor
+from rill_executor.rillflow import Engines, RillFlowExecutor
 
 from . import media
 
@@ -216,7 +216,7 @@ def create_app(
     *,
     namespace: str = NAMESPACE,
     lease: float = 10.0,
-    engines: list[str] | None = None,
+    engines: Engines | list[str] | None = None,
 ) -> FastAPI:
     """The executor service on job store ``store`` and output store ``outputs`` (URLs)."""
     ledger = AsyncLedger(store, namespace=namespace, outputs=outputs, lease=lease)
@@ -238,10 +238,9 @@ def create_app(
 def from_env() -> FastAPI:
     """``create_app`` from ``RILL_STORE`` (default ``sqlite:///jobs.db``), ``RILL_OUTPUTS``
     (an ``s3://`` URL), ``RILL_LEASE`` (seconds) and ``RILL_ENGINES`` (comma-separated)."""
-    engines = [e for e in os.environ.get("RILL_ENGINES", "").split(",") if e.strip()]
     return create_app(
         os.environ.get("RILL_STORE", "sqlite:///jobs.db"),
         os.environ.get("RILL_OUTPUTS"),
         lease=float(os.environ.get("RILL_LEASE", "10")),
-        engines=engines or None,
+        engines=Engines.from_env("RILL_ENGINES"),
     )

@@ -63,8 +63,12 @@ def run_demo(url: str | None, lease: float, say: Callable[[str], None]) -> None:
                 uri=f"s3://outputs/{job.video}/{job.segment}/{job.profile}.mp4", frames=250
             )
 
-        transcode = ledger.idempotent(key=_key, result_version=lambda job: job.profile)(work)
-        patient = ledger.idempotent(key=_key, result_version=lambda job: job.profile, wait=10)(work)
+        transcode = ledger.idempotent(
+            name="transcode", key=_key, result_version=lambda job: job.profile
+        )(work)
+        patient = ledger.idempotent(
+            name="transcode", key=_key, result_version=lambda job: job.profile, wait=10
+        )(work)
 
         say("1. A fresh dispatch runs the handler and commits its result")
         first = transcode(Segment(video="video-A", segment=1, profile="h264-v2"))

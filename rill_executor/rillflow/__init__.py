@@ -22,6 +22,7 @@ from .. import HandedOff
 from ._callbacks import MAX_CALLBACK_CHARS, Callback, CallbackClass, callback_for, classify
 from ._deliverer import Deliverer, Delivery
 from ._dispatch import BadDispatch, Dispatch, parse_dispatch
+from ._engines import Engines
 from ._executor import RillFlowExecutor
 from ._status import status_router
 from ._task import CallbackTooLarge, HandOffNeedsAsync
@@ -37,6 +38,7 @@ __all__ = [
     "Deliverer",
     "Delivery",
     "Dispatch",
+    "Engines",
     "HandOffNeedsAsync",
     "HandedOff",
     "InvalidToken",

@@ -2,7 +2,8 @@
 
 A dispatch's ``X-Callback-Url`` is where the job's result is posted, so a caller who can
 send a dispatch could have a stored result posted anywhere. Callbacks therefore go only to
-the engines the operator names (``RillFlowExecutor(engines=[...])``): base URLs
+the engines the operator names (``RillFlowExecutor(engines=[...])``, or
+``engines=Engines.from_env()`` for the ``RILL_ENGINES`` variable): base URLs
 (``http://rill-flow:8080``: scheme, host, port and path prefix must match) or hosts
 (``rill-flow``, ``rill-flow:8080``: any http(s) URL on that host, and port when given).
 Without ``engines``, a callback may go only to the dispatch's own peer: the engine that
@@ -11,7 +12,8 @@ sent the dispatch, when nothing stands between them (a proxy in between: name th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
@@ -51,38 +53,59 @@ def _split(url: str) -> tuple[SplitResult, str, int] | None:
     return parts, parts.hostname.lower(), port or _DEFAULT_PORTS[parts.scheme]
 
 
-def _engine(entry: object) -> _Engine:
+def _engine(entry: object, source: str) -> _Engine:
     if not isinstance(entry, str) or not entry.strip():
-        raise ConfigError(f"an engine is a base URL or a host name, not {entry!r}")
+        raise ConfigError(f"an engine is a base URL or a host name, not {entry!r} (in {source})")
     text = entry.strip()
     if "://" in text:
         found = _split(text)
         if found is None or found[0].query or found[0].fragment:
             raise ConfigError(
                 f"engine {entry!r} is not an http(s) base URL such as 'http://rill-flow:8080'"
+                f" (in {source})"
             )
         parts, host, port = found
         return _Engine(parts.scheme, host, port, parts.path.rstrip("/"))
     found = _split(f"http://{text}")
     if found is None or found[0].path or found[0].query or found[0].fragment:
-        raise ConfigError(f"engine {entry!r} is not a host such as 'rill-flow' or 'rill-flow:8080'")
+        raise ConfigError(
+            f"engine {entry!r} is not a host such as 'rill-flow' or 'rill-flow:8080' (in {source})"
+        )
     parts, host, _ = found
     return _Engine(None, host, parts.port, "")
 
 
 class Engines:
-    """The engines callbacks may go to; ``None``: only to each dispatch's own peer."""
+    """The engines callbacks may go to: base URLs (``http://rill-flow:8080/flow``) or hosts
+    (``rill-flow``, ``rill-flow:8080``); ``None``: only to each dispatch's own peer.
 
-    def __init__(self, entries: Iterable[str] | None) -> None:
+    ``source`` says where they were set; a refused callback's reason names it, so the
+    operator knows what to change."""
+
+    def __init__(
+        self, entries: Iterable[str] | None, *, source: str = "RillFlowExecutor(engines=[...])"
+    ) -> None:
         if isinstance(entries, (str, bytes)):
             raise ConfigError(
                 "engines must be a list of base URLs or hosts, e.g."
                 f" engines=[{entries!r}], not a single string"
             )
+        self.source = source
         self.configured = entries is not None
-        self._engines = [] if entries is None else [_engine(e) for e in entries]
+        self._engines = [] if entries is None else [_engine(e, source) for e in entries]
         if self.configured and not self._engines:
-            raise ConfigError("engines is empty: name at least one engine, or leave it unset")
+            raise ConfigError(f"engines is empty ({source}): name at least one, or leave it unset")
+
+    @classmethod
+    def from_env(
+        cls, variable: str = "RILL_ENGINES", environ: Mapping[str, str] | None = None
+    ) -> Engines:
+        """The engines named in an environment variable, comma-separated (unset or blank:
+        none, only each dispatch's own peer); a refused callback's reason names the
+        variable."""
+        text = (os.environ if environ is None else environ).get(variable, "")
+        entries = [entry for entry in text.split(",") if entry.strip()]
+        return cls(entries or None, source=f"{variable} (comma-separated base URLs or hosts)")
 
     def refusal(self, url: str, peer: str | None = None) -> str | None:
         """Why a callback may not go to ``url`` (None if it may). ``peer``: the host that
@@ -97,12 +120,12 @@ class Engines:
                 return None
             return (
                 f"the callback URL {url[:200]!r} is not on an engine this executor serves;"
-                " name the engine in RillFlowExecutor(engines=[...])"
+                f" name the engine in {self.source}"
             )
         if peer is None or host == peer.lower().strip("[]"):
             return None
         return (
             f"the callback URL's host {host!r} is not the dispatch's sender ({peer!r}); behind"
             " a proxy, or with the engine calling back on another address, name the engine in"
-            " RillFlowExecutor(engines=[...])"
+            f" {self.source}"
         )

@@ -58,6 +58,7 @@ from ._dispatch import MAX_DISPATCH_BYTES, BadDispatch, Dispatch, parse_dispatch
 from ._engines import Engines
 from ._handoff import HandOffs
 from ._redrive import Redriver, kept_dispatch
+from ._refusals import Refusals
 from ._task import CallbackTooLarge, HandOffNeedsAsync, Task, stored_form
 
 __all__ = ["RillFlowExecutor"]
@@ -73,6 +74,10 @@ def failed(error_code: str, message: str) -> dict[str, Any]:
 
 def _bad(exc: Exception) -> JSONResponse:
     return JSONResponse({"error_code": "BadDispatch", "error_msg": str(exc)}, status_code=400)
+
+
+class _RefusedCallback(BadDispatch):
+    """An async dispatch whose callback URL is not on an engine this executor serves."""
 
 
 def _unavailable(exc: Exception) -> JSONResponse:
@@ -107,10 +112,11 @@ class RillFlowExecutor:
         prefix: str = "/rill",
         lease: Seconds = timedelta(seconds=10),
         max_redrives: int = 3,
-        engines: Iterable[str] | None = None,
+        engines: Engines | Iterable[str] | None = None,
     ) -> None:
         self.ledger = ledger
-        self.engines = Engines(engines)
+        self.engines = engines if isinstance(engines, Engines) else Engines(engines)
+        self._refusals = Refusals(log)
         self.join = to_us(join, "join") / 1e6
         self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
         self.deliverer = deliverer or Deliverer(ledger)
@@ -179,9 +185,9 @@ class RillFlowExecutor:
         try:
             body = await read_body(request, self._max_body)
         except BodyTooLarge as exc:
-            return refused_body(exc)
+            return self._refused(task, exc, refused_body(exc))
         except BadLength as exc:
-            return _bad(exc)
+            return self._refused(task, exc, _bad(exc))
         try:
             dispatch = parse_dispatch(
                 dict(request.query_params),
@@ -196,7 +202,7 @@ class RillFlowExecutor:
             # take (too long, a newline) comes from the dispatch, so it is the engine's 400.
             identity = task.spec.identity((payload, dispatch), {})
         except (BadDispatch, UsageError) as exc:
-            return _bad(exc)
+            return self._refused(task, exc, _bad(exc))
         except Exception as exc:  # the key function failed on a valid input: a bug here
             log.exception("the key of %s could not be derived", task.spec.name)
             return _unavailable(exc)
@@ -214,7 +220,13 @@ class RillFlowExecutor:
             peer = request.client.host if request.client is not None else None
             refusal = self.engines.refusal(dispatch.callback_url, peer or "")
             if refusal is not None:
-                raise BadDispatch(refusal)
+                raise _RefusedCallback(refusal)
+
+    def _refused(self, task: Task, exc: Exception, answer: JSONResponse) -> JSONResponse:
+        """``answer``, a refusal of the dispatch; its reason is logged (see ``_refusals``)."""
+        kind = type(exc).__name__.lstrip("_")
+        self._refusals.refused(task.spec.name, kind, answer.status_code, str(exc))
+        return answer
 
     async def _answer(self, task: Task, dispatch: Dispatch, payload: Any) -> JSONResponse:
         """The sync pattern: the task's output, or a failure the engine will retry."""
@@ -261,7 +273,7 @@ class RillFlowExecutor:
             return _unavailable(exc)
         except RillExecutorError as exc:
             run.end()
-            return _bad(exc)
+            return self._refused(task, exc, _bad(exc))
         if not isinstance(outcome, AsyncClaim):
             run.end()
         if isinstance(outcome, Conflict):

@@ -101,7 +101,13 @@ def status_router(
         except UsageError as exc:
             raise HTTPException(400, str(exc)) from None
         if status is None:
-            raise HTTPException(404, f"no job for key {key!r} in namespace {namespace!r}")
+            scoped = key if handler is None else f"{handler}/{key}"
+            hint = (
+                ": a decorated handler's job is stored as NAME/KEY: pass ?handler=NAME"
+                if handler is None
+                else ""
+            )
+            raise HTTPException(404, f"no job {scoped!r} in namespace {namespace!r}{hint}")
         return JSONResponse(status.model_dump(mode="json"))
 
     return router

@@ -260,6 +260,24 @@ def test_the_status_endpoint_is_authenticated_and_scoped(
     assert answer.status_code == code, answer.text
 
 
+def test_a_handler_s_job_asked_for_by_its_key_alone_gets_the_hint_to_name_the_handler(
+    running: str, engine: EngineSimulator
+) -> None:
+    engine.wait_for(engine.submit(_task(running, Pattern.TASK_SYNC)), "transcode")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    url = f"{running}/rill/jobs/transcode/A:1:h264-v2"
+    answer = httpx.get(url, headers=auth, timeout=5)
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["detail"] == (
+        "no job 'A:1:h264-v2' in namespace 'transcode': a decorated handler's job is stored"
+        " as NAME/KEY: pass ?handler=NAME"
+    )
+    assert httpx.get(url, params={"handler": "transcode"}, headers=auth, timeout=5).is_success
+    missing = httpx.get(url, params={"handler": "thumbnail"}, headers=auth, timeout=5)
+    assert missing.status_code == 404
+    assert missing.json()["detail"] == "no job 'thumbnail/A:1:h264-v2' in namespace 'transcode'"
+
+
 def test_a_large_result_goes_out_as_an_output_object_and_the_callback_carries_its_ref(
     engine: EngineSimulator,
 ) -> None:

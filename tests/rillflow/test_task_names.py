@@ -12,11 +12,11 @@ from rill_executor import AsyncLedger, ConfigError
 from rill_executor.rillflow import RillFlowExecutor
 
 SOURCE = """
+def encode(job: dict) -> str:
+    return job["video"]
+
 def mount(executor, path, **options):
-    @executor.task(path, key=lambda job: job["video"], **options)
-    def encode(job: dict) -> str:
-        return job["video"]
-    return encode
+    return executor.task(path, key=lambda job: job["video"], **options)(encode)
 """
 
 
@@ -31,11 +31,11 @@ def test_two_handlers_with_one_default_name_are_refused(tmp_path: Path) -> None:
     encode = _module("encoders", tmp_path / "encoders.py")
     encode.mount(executor, "/encode")
     _module("app", tmp_path / "encoders.py").mount(executor, "/encode-again")  # one function
-    with pytest.raises(ConfigError, match=r"'mount.<locals>.encode'.*idempotent\(name=\.\.\.\)"):
+    with pytest.raises(ConfigError, match=r"'encode'.*idempotent\(name=\.\.\.\)"):
         _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumbnail")
     _module("thumbnails", tmp_path / "thumbnails.py").mount(executor, "/thumb", name="thumb")
     assert [r.name for r in executor.router.routes] == [  # type: ignore[attr-defined]
-        *["mount.<locals>.encode"] * 4,  # two paths, POST and GET each
+        *["encode"] * 4,  # two paths, POST and GET each
         *["thumb"] * 2,
     ]
 

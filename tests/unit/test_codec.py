@@ -33,7 +33,7 @@ def test_a_result_replays_as_its_annotation(
         return returned
 
     handler.__annotations__["return"] = annotation
-    decorated = ledger.idempotent(key=str)(handler)
+    decorated = ledger.idempotent(name="handler", key=str)(handler)
     first = decorated(1)
     status = ledger.status("1", handler=decorated)
     assert status is not None

@@ -1,6 +1,8 @@
 """A decorated handler's default name is its qualified name, whatever its module: two
 different functions that would share it on one ledger are refused, while one function
-decorated again (its module imported under another name, or reloaded) keeps its jobs."""
+decorated again (its module imported under another name, or reloaded) keeps its jobs. A
+function defined inside another, or a lambda, has no default name that lasts: it is refused
+without ``name=``."""
 
 from __future__ import annotations
 
@@ -17,18 +19,17 @@ from rill_executor import AsyncLedger, ConfigError, Ledger
 SOURCE = """
 RUNS = []
 
+if ledger_is_async:
+    async def refund(order: str) -> str:
+        RUNS.append(order)
+        return f"refunded {order} by {__name__}"
+else:
+    def refund(order: str) -> str:
+        RUNS.append(order)
+        return f"refunded {order} by {__name__}"
+
 def decorate(ledger, **options):
-    if ledger_is_async:
-        @ledger.idempotent(key=lambda order: order, **options)
-        async def refund(order: str) -> str:
-            RUNS.append(order)
-            return f"refunded {order} by {__name__}"
-    else:
-        @ledger.idempotent(key=lambda order: order, **options)
-        def refund(order: str) -> str:
-            RUNS.append(order)
-            return f"refunded {order} by {__name__}"
-    return refund
+    return ledger.idempotent(key=lambda order: order, **options)(refund)
 """
 
 
@@ -62,9 +63,9 @@ def test_the_default_name_is_the_qualified_name_not_the_module(
     ledger: Ledger | AsyncLedger, tmp_path: Path
 ) -> None:
     refund = _module("__main__", tmp_path / "billing.py", ledger).decorate(ledger)
-    assert refund.__rill_handler__ == "decorate.<locals>.refund"
+    assert refund.__rill_handler__ == "refund"
     assert _call(refund, "o-1") == "refunded o-1 by __main__"
-    assert _status_key(ledger, "o-1", refund) == "decorate.<locals>.refund/o-1"
+    assert _status_key(ledger, "o-1", refund) == "refund/o-1"
 
 
 def test_two_functions_with_one_default_name_are_refused(
@@ -76,7 +77,7 @@ def test_two_functions_with_one_default_name_are_refused(
     with pytest.raises(ConfigError, match=r"idempotent\(name=\.\.\.\)") as refused:
         shipping.decorate(ledger)
     message = str(refused.value)
-    assert "'decorate.<locals>.refund'" in message and "namespace 'billing'" in message
+    assert "'refund'" in message and "namespace 'billing'" in message
     assert "billing" in message and "shipping" in message
     moved = shipping.decorate(ledger, name="shipping.refund")  # a name of its own is taken
     assert _call(refund, "o-1") == "refunded o-1 by billing"
@@ -113,3 +114,40 @@ def test_a_name_given_may_be_shared_on_purpose(
     shared = shipping.decorate(ledger, name=refund.__rill_handler__)
     assert _call(refund, "o-1") == _call(shared, "o-1") == "refunded o-1 by billing"
     assert shipping.RUNS == []
+
+
+INSIDE = """
+def main(ledger, **options):
+    if ledger_is_async:
+        @ledger.idempotent(key=lambda video: video, **options)
+        async def transcode(video: str) -> str:
+            return f"s3://out/{video}.mp4"
+    else:
+        @ledger.idempotent(key=lambda video: video, **options)
+        def transcode(video: str) -> str:
+            return f"s3://out/{video}.mp4"
+    return transcode
+"""
+
+
+def test_a_handler_defined_inside_a_function_needs_a_name(
+    ledger: Ledger | AsyncLedger, tmp_path: Path
+) -> None:
+    """Its qualified name says where it is written (``main.<locals>.transcode``): moved out
+    of ``main`` it would silently start a new set of jobs."""
+    app = _module("app", tmp_path / "app.py", ledger, INSIDE)
+    with pytest.raises(ConfigError) as refused:
+        app.main(ledger)
+    assert str(refused.value) == (
+        "handler 'main.<locals>.transcode' is defined inside a function, so its default name"
+        " would change if it moved: pass it a durable name, e.g."
+        " idempotent(name='transcode', key=...) (or task(path, name=...) on a RillFlowExecutor)"
+    )
+    assert _call(app.main(ledger, name="transcode"), "A") == "s3://out/A.mp4"
+    assert _status_key(ledger, "A", "transcode") == "transcode/A"
+
+
+def test_a_lambda_handler_needs_a_name() -> None:
+    ledger = Ledger("memory://", namespace="billing")  # an AsyncLedger takes no lambda at all
+    with pytest.raises(ConfigError, match=r"<lambda>' is a lambda.*idempotent\(name="):
+        ledger.idempotent(key=lambda video: video)(lambda video: video)

@@ -13,7 +13,7 @@ from rill_executor.integration import IdempotentOptions
 def test_the_job_id_is_the_one_the_handler_claims() -> None:
     with Ledger("memory://", namespace="seam") as ledger:
 
-        @ledger.idempotent(key=lambda order: order)
+        @ledger.idempotent(name="refund", key=lambda order: order)
         def refund(order: str) -> str:
             return current_claim().job_id
 

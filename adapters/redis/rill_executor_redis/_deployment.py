@@ -17,6 +17,7 @@ last writes even with AOF on every node. See docs/redis.md.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,7 +138,21 @@ def enforce(deployment: Deployment, policy: Durability, where: str) -> None:
     )
     if policy is Durability.REQUIRE:
         raise UnsafeDeployment(message)
-    warnings.warn(message, DurabilityWarning, stacklevel=4)
+    warnings.warn(message, DurabilityWarning, stacklevel=_callers_level())
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` that points a warning raised by our caller at the first frame
+    outside this library (``rill_executor`` and its adapters): the user's line that opened
+    the store, however many of our calls lie between (``Ledger(url)``, ``open_store``,
+    ``RedisStore.from_url``, an awaited ``check_durability``)."""
+    frame = sys._getframe(1)  # the caller, which calls warnings.warn: stacklevel 1
+    level = 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
+        "rill_executor"
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # The probes: a few round trips per primary, once, when a store is opened.

@@ -137,7 +137,7 @@ class Outputs(KitBase):
         ledger = driver.ledger(namespace, lease=30, outputs=outputs)
         refs = []
 
-        @ledger.idempotent(key=lambda seg: seg, result_version="h264-v2")
+        @ledger.idempotent(name="transcode", key=lambda seg: seg, result_version="h264-v2")
         def transcode(seg: str) -> str:
             refs.append(_put_output(driver, "segment.mp4", f"{seg} encoded".encode()))
             return seg

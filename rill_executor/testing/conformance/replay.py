@@ -63,6 +63,7 @@ class Replays(KitBase):
             return Transcoded(uri=f"s3://out/{job.video}/{job.segment}", frames=250)
 
         transcode = ledger.idempotent(
+            name="transcode",
             key=lambda job: f"{job.video}:{job.segment}:{job.profile}",
             result_version=lambda job: job.profile,
         )(body)
@@ -71,7 +72,9 @@ class Replays(KitBase):
         again = transcode(Segment(video="A", segment=1, profile="h264-v2"))
         assert isinstance(again, Transcoded) and again == first
         assert len(runs) == 1
-        same_key = ledger.idempotent(key=lambda job: "A:1:h264-v2", result_version="h264-v2")(body)
+        same_key = ledger.idempotent(
+            name="transcode", key=lambda job: "A:1:h264-v2", result_version="h264-v2"
+        )(body)
         with pytest.raises(KeyConflict):
             same_key(Segment(video="B", segment=9, profile="h264-v2"))
         assert len(runs) == 1
@@ -82,7 +85,7 @@ class Replays(KitBase):
         class BadInput(TerminalError):
             pass
 
-        @ledger.idempotent(key=lambda name: name)
+        @ledger.idempotent(name="handler", key=lambda name: name)
         def handler(name: str) -> str:
             runs[name] += 1
             if name == "flaky" and runs[name] == 1:
@@ -111,10 +114,12 @@ class Replays(KitBase):
             release.wait(10)
             return {"n": n}
 
-        eager = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same")(body)
-        patient = ledger.idempotent(key=lambda n: "shared", fingerprint=lambda n: "same", wait=10)(
-            body
-        )
+        eager = ledger.idempotent(
+            name="body", key=lambda n: "shared", fingerprint=lambda n: "same"
+        )(body)
+        patient = ledger.idempotent(
+            name="body", key=lambda n: "shared", fingerprint=lambda n: "same", wait=10
+        )(body)
         results: list[Any] = []
         first = threading.Thread(target=lambda: results.append(eager(1)))
         first.start()
@@ -250,11 +255,11 @@ class Replays(KitBase):
     # -- a decorated handler's jobs are its own (invariant 12) -----------------------------
 
     def test_two_handlers_never_replay_each_others_results(self, ledger: DrivenLedger) -> None:
-        @ledger.idempotent(key=lambda order: order)
+        @ledger.idempotent(name="charge", key=lambda order: order)
         def charge(order: str) -> str:
             return f"charged {order}"
 
-        @ledger.idempotent(key=lambda order: order)
+        @ledger.idempotent(name="refund", key=lambda order: order)
         def refund(order: str) -> str:
             return f"refunded {order}"
 

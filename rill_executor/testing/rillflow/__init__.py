@@ -5,7 +5,7 @@ Needs the ``rillflow`` and ``testing`` extras (FastAPI, httpx, uvicorn)::
     pip install 'rill-executor[rillflow,testing]'
 
 ``EngineSimulator`` serves the engine's callback endpoints (``/flow/trigger.json``,
-``/flow/finish.json``) on a free 127.0.0.1 port and dispatches tasks to your executor the
+``/flow/finish.json``) on 127.0.0.1 (``port=``, or a free one) and dispatches to your executor the
 way the engine does, one by one (``submit`` with ``Task`` s) or as a DAG loaded from the
 engine's own YAML descriptor (``Dag.load``, ``submit_dag``): its headers and query
 parameters, its client timeouts and one identical resend, sync and async patterns, the

@@ -98,8 +98,8 @@ class _Execution:
 class EngineSimulator:
     """A Rill Flow engine in a box: dispatches tasks to your executor over real HTTP.
 
-    Use it as a context manager; it serves the engine's callback endpoints on a free
-    127.0.0.1 port while open::
+    Use it as a context manager; it serves the engine's callback endpoints on 127.0.0.1
+    while open, on ``port`` (default: a free one)::
 
         with EngineSimulator() as engine:
             execution_id = engine.submit(Task("transcode", f"{executor_url}/transcode"))
@@ -120,6 +120,7 @@ class EngineSimulator:
         lock_timeout: float = 10.0,
         callback_max_chars: int = 6144,
         max_workers: int = 32,
+        port: int = 0,
     ) -> None:
         if lock_timeout <= 0 or callback_max_chars <= 0 or max_workers <= 0:
             raise ConfigError("lock_timeout, callback_max_chars and max_workers must be > 0")
@@ -128,6 +129,7 @@ class EngineSimulator:
         self.lock_timeout = lock_timeout
         self.callback_max_chars = callback_max_chars
         self._max_workers = max_workers
+        self._port = port
         self.intercept: Callable[[Mapping[str, str]], Answer | None] | None = None
         self._changed = threading.Condition(threading.RLock())
         self._executions: dict[str, _Execution] = {}
@@ -159,7 +161,7 @@ class EngineSimulator:
         """Serve the callback endpoints and get ready to dispatch."""
         if self._url is not None or self._closed:
             raise UsageError("an EngineSimulator starts once; create a new one instead")
-        self._server = serve_app(build_app(self))
+        self._server = serve_app(build_app(self), port=self._port)
         self._url = self._server.__enter__()
         self._client = self.transport.client()
         self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="rillflow-dispatch")

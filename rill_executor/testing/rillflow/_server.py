@@ -1,4 +1,5 @@
-"""Serving an ASGI app with uvicorn on a free 127.0.0.1 port, in a background thread."""
+"""Serving an ASGI app with uvicorn on a 127.0.0.1 port (a free one by default), in a
+background thread."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def serve_app(
     app: Any,
     *,
     host: str = "127.0.0.1",
+    port: int = 0,
     startup_timeout: float = 10.0,
     lifespan: Literal["auto", "on", "off"] = "off",
 ) -> Iterator[str]:
@@ -28,12 +30,22 @@ def serve_app(
 
     ``lifespan="on"`` runs the app's lifespan (startup and shutdown) as uvicorn would.
 
-    The port is chosen by the OS, so parallel test runs do not collide. Raises
-    ``ConfigError`` when the server does not start within ``startup_timeout`` seconds.
+    ``port`` 0 (the default) has the OS choose a free one, so parallel test runs do not
+    collide. Raises ``ConfigError`` when the port is taken or invalid, or the server does
+    not start within ``startup_timeout`` seconds.
     """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"port must be a number from 0 to 65535 (0: a free one), not {port!r}")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): stop what uses the port,"
+            " or choose another (port=0: a free one)"
+        ) from exc
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, log_level="warning", lifespan=lifespan, ws="none", timeout_graceful_shutdown=1

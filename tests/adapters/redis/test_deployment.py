@@ -4,6 +4,7 @@ acknowledged writes (a lost claim or commit means a duplicate runs the work agai
 from __future__ import annotations
 
 import asyncio
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,6 +52,36 @@ def test_without_aof_opening_warns(volatile_redis: RedisServer) -> None:
     with pytest.warns(DurabilityWarning, match="appendonly is no"):
         store = open_async_store(volatile_redis.url)
     asyncio.run(store.close())
+
+
+def _warned_at(record: list[warnings.WarningMessage]) -> list[tuple[str, int]]:
+    return [(w.filename, w.lineno) for w in record if w.category is DurabilityWarning]
+
+
+def test_the_warning_points_at_the_line_that_opened_the_store(volatile_redis: RedisServer) -> None:
+    """Not at the library's own line: however the store is opened, a warning names the
+    caller's file and line, where a filter or a fix belongs."""
+    url = volatile_redis.url
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno
+        open_store(url).close()
+        Ledger(url, namespace="warned").close()
+        RedisStore.from_url(url).close()
+        async_store = open_async_store(url)
+    assert isinstance(async_store, AsyncRedisStore)
+    assert _warned_at(record) == [(__file__, line + n) for n in (1, 2, 3, 4)]
+
+    async def check() -> int:
+        line = sys._getframe().f_lineno
+        await async_store.check_durability()
+        await async_store.close()
+        return line + 1
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        checked_at = asyncio.run(check())
+    assert _warned_at(record) == [(__file__, checked_at)]
 
 
 @pytest.mark.parametrize(

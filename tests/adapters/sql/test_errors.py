@@ -218,7 +218,7 @@ from rill_executor import AsyncLedger
 async def main() -> None:
     ledger = AsyncLedger({url!r}, namespace="left-open")  # never closed
 
-    @ledger.idempotent(key=lambda n: str(n))
+    @ledger.idempotent(key=lambda n: str(n), name="double")
     async def double(n: int) -> int:
         return 2 * n
 
