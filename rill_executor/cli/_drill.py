@@ -164,6 +164,9 @@ def _run(
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--faults", default=MENU, show_default=True, help="The fault menu, comma-separated.")
 @click.option("--rate", default="1/5s", show_default=True, help="Mean fault rate, e.g. 1/5s.")
+@click.option("--each-kind", is_flag=True,
+              help="Draw every kind of the menu once first (in a seeded order), then at random:"
+              " a short drill exercises all of it.")  # fmt: skip
 @click.option("--submit-every", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="Seconds between two submitted executions.")  # fmt: skip
 @click.option("--lease", type=click.FloatRange(min=0.5), default=3.0, show_default=True,
@@ -191,6 +194,7 @@ def drill(
     seed: int,
     faults: str,
     rate: str,
+    each_kind: bool,
     submit_every: float,
     lease: float,
     settle: float,
@@ -247,7 +251,7 @@ def drill(
         command=command, store=store, processes=processes, outputs=outputs, duration=duration,
         seed=seed, faults=kinds, every=parse_rate(rate), submit_every=submit_every,
         lease=lease, settle=settle, log_dir=None if logs is None else Path(logs),
-        progress=say,
+        progress=say, each_kind=each_kind,
     )  # fmt: skip
     record, checks = _run(config, workload, own_redis=own_redis, keep_redis=keep_redis)
     result = summarise(record, checks)

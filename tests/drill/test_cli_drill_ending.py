@@ -221,6 +221,7 @@ def test_a_drill_killed_with_sigkill_leaves_no_process_nor_folder_behind(
         ["--command", "true"],
         ["--rate", "abc"],
         ["--workload", "nosuch:x"],
+        ["--each-kind", "--duration", "5", "--rate", "1/10s"],
     ],
 )
 def test_a_usage_error_starts_nothing(bad: list[str], tmp_path: Path) -> None:

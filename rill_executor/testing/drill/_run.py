@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rill_executor import ConfigError, open_store
+from rill_executor import ConfigError, UsageError, open_store
 from rill_executor.store import Pingable
 
 from ..rillflow import EngineSimulator, TaskStatus, serve_app
@@ -62,12 +62,32 @@ class DrillConfig:
     store_server: StoreServer | None = None  # a store the drill owns and may restart
     progress: Callable[[str], None] | None = None
     reaper: Reaper | None = None  # None: the run starts a watchdog of its own
+    each_kind: bool = False  # every kind of the menu once first, then at random
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.duration <= 0 or self.every <= 0 or self.submit_every <= 0:
             raise ConfigError("processes, duration, the fault rate and submit_every must be > 0")
         if "{port}" not in self.command:
             raise ConfigError(f"the command must contain {{port}}, got {self.command!r}")
+        drawn = {f.kind for f in self.schedule()}
+        if self.each_kind and not drawn >= set(self.faults):
+            raise UsageError(
+                f"each kind once (--each-kind): the menu's {len(set(self.faults))} kinds do not"
+                f" fit in {self.duration:g} s at one fault every {self.every:g} s on average"
+                f" (seed {self.seed} plans {len(self.schedule())} faults); give a longer"
+                " duration or a higher rate"
+            )
+
+    def schedule(self) -> list[PlannedFault]:
+        """The faults it plans (the same for the same seed, menu, rate and duration)."""
+        return plan(
+            self.seed,
+            list(self.faults),
+            self.every,
+            self.duration,
+            settle=1.0,
+            each_kind=self.each_kind,
+        )
 
 
 def probe(url: str) -> None:
@@ -88,9 +108,7 @@ class FaultDrill:
     def __init__(self, config: DrillConfig, workload: Workload) -> None:
         self.config = config
         self.workload = workload
-        self.schedule: list[PlannedFault] = plan(
-            config.seed, list(config.faults), config.every, config.duration, settle=1.0
-        )
+        self.schedule: list[PlannedFault] = config.schedule()
         self._executors: list[ExecutorProcess] = []
         self._routes: dict[tuple[str, str], set[int]] = defaultdict(set)
         self._routes_lock = threading.Lock()
@@ -205,6 +223,7 @@ class FaultDrill:
             tasks=tasks,
             dispatches=engine.dispatches(),
             callbacks=engine.callbacks(),
+            menu=tuple(dict.fromkeys(cfg.faults)),
         )
 
     def _settle(self, engine: EngineSimulator) -> bool:
