@@ -89,7 +89,7 @@ def _run(
     )
 
     try:
-        with interruptible(), Reaper() as reaper:
+        with Reaper() as reaper, interruptible(reaper):
             redis = RedisServer(keep=keep_redis, reaper=reaper) if own_redis else None
             try:
                 if redis is not None:

@@ -126,23 +126,27 @@ class Drills:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
         self.seen: set[Process] = set()
+        self.cwd = Path()
 
     def start(self, argv: list[str], cwd: Path) -> subprocess.Popen[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
         self.procs.append(proc)
+        self.cwd = cwd
         return proc
 
     def under(self, proc: subprocess.Popen[str]) -> tuple[set[Process], set[Path], set[int]]:
-        """The processes under ``proc``, once its Redis runs (a store-restart may have
-        it down for a while), with the Redis's folder and the ports they listen on."""
+        """The processes under ``proc``, once its Redis and an executor run (a
+        store-restart or a kill may have one down for a while), with the Redis's folder
+        and the ports they listen on."""
         deadline = time.monotonic() + 15
         while True:
             found = descendants(proc.pid)
             self.seen |= found
-            folders = redis_folders(found)
-            if folders or time.monotonic() > deadline:
-                return found, folders, ports(found)
+            # A Redis that has not moved to its --dir yet is still in the drill's.
+            folders, listen = redis_folders(found) - {self.cwd}, ports(found)
+            if (folders and len(listen) >= 2) or time.monotonic() > deadline:
+                return found, folders, listen
             time.sleep(0.1)
 
     def clean_up(self) -> None:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -103,13 +104,14 @@ class ExecutorProcess:
     def spawn(self) -> None:
         """Start the process (``wait_listening`` waits for it to listen). Call it from the
         drill's own thread, which outlives every process it starts."""
-        if self._log is None:
-            self._proc = self._spawn(subprocess.DEVNULL)
-        else:
-            with self._log.open("ab") as out:  # the child keeps its own copy
-                self._proc = self._spawn(out)
-        if self._reaper is not None:
-            self._reaper.watch(self._proc.pid)
+        with nullcontext() if self._reaper is None else self._reaper.starting():
+            if self._log is None:
+                self._proc = self._spawn(subprocess.DEVNULL)
+            else:
+                with self._log.open("ab") as out:  # the child keeps its own copy
+                    self._proc = self._spawn(out)
+            if self._reaper is not None:
+                self._reaper.watch(self._proc.pid)
         self.stopped = False
 
     def wait_listening(self) -> None:

@@ -6,7 +6,9 @@ pipe, each process group the drill starts and each folder it must not leave behi
 that pipe closes (the drill exited, however: SIGKILL included), the watchdog kills the
 groups still registered and removes the folders. ``interruptible`` turns SIGTERM, SIGINT,
 SIGHUP and the death of the drill's parent (a supervisor, ``timeout``, a closed terminal)
-into ``DrillInterrupted`` in the main thread, so the drill unwinds and cleans up.
+into ``DrillInterrupted`` in the main thread, so the drill unwinds and cleans up; given the
+reaper, it holds an interruption back while a process is started and registered
+(``Reaper.starting``), so that none is started and forgotten.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Reaper:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.busy = False  # within ``starting``: an interruption waits for its end
+        self.held: signal.Signals | None = None  # the interruption that waited
         self._watchdog = subprocess.Popen(
             [sys.executable, "-I", "-c", _WATCHDOG],
             stdin=subprocess.PIPE,
@@ -54,6 +58,18 @@ class Reaper:
             start_new_session=True,  # neither a terminal's signals nor a group kill reach it
             text=True,
         )
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Start a process and ``watch`` it within: an interruption (``interruptible``)
+        waits until the end, then is raised (call it from the thread that runs the drill)."""
+        self.busy = True
+        try:
+            yield
+        finally:
+            self.busy = False
+        if self.held is not None:
+            raise DrillInterrupted(self.held)
 
     def watch(self, pgid: int) -> None:
         """Kill process group ``pgid`` if the drill ends without ending it."""
@@ -106,15 +122,19 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 @contextmanager
-def interruptible(poll: float = 0.5) -> Iterator[None]:
+def interruptible(reaper: Reaper | None = None, poll: float = 0.5) -> Iterator[None]:
     """Within it, SIGTERM, SIGINT and SIGHUP raise ``DrillInterrupted`` in the main thread
-    (once: further ones are ignored while the drill cleans up), and so does the death of the
-    parent process (as a SIGHUP), checked every ``poll`` seconds. A signal ignored on entry
-    (``nohup``) stays ignored. Call it from the main thread."""
+    (once: further ones are ignored while the drill cleans up; while ``reaper`` starts a
+    process, when it is done), and so does the death of the parent process (as a SIGHUP),
+    checked every ``poll`` seconds. A signal ignored on entry (``nohup``) stays ignored.
+    Call it from the main thread."""
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         for each in SIGNALS:
             signal.signal(each, signal.SIG_IGN)
+        if reaper is not None and reaper.busy:
+            reaper.held = signal.Signals(signum)
+            return
         raise DrillInterrupted(signal.Signals(signum))
 
     before = {s: signal.getsignal(s) for s in SIGNALS}

@@ -8,11 +8,14 @@ own, registered with the drill's ``Reaper`` when given one.
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Protocol
 
@@ -79,11 +82,12 @@ class RedisServer:
             "--appendfsync", "always",
             "--save", "",
         ]  # fmt: skip
-        self._proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        if self._reaper is not None:
-            self._reaper.watch(self._proc.pid)
+        with nullcontext() if self._reaper is None else self._reaper.starting():
+            self._proc = subprocess.Popen(
+                argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
+            if self._reaper is not None:
+                self._reaper.watch(self._proc.pid)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -95,9 +99,11 @@ class RedisServer:
                 time.sleep(0.05)
 
     def stop(self) -> None:
-        """SIGKILL: the server dies as in a crash; the append-only file keeps every write."""
+        """SIGKILL: the server dies as in a crash; the append-only file keeps every write.
+        Its whole group: a child rewriting the append-only file must not write on."""
         if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
+            with suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
         if self._proc is not None and self._reaper is not None:
             self._reaper.forget(self._proc.pid)
