@@ -1,9 +1,11 @@
 """``drill``: a fault drill against your own executor (see ``rill_executor.testing.drill``
-and docs/drills.md). Exits 0 when every check holds, 1 when one fails."""
+and docs/drills.md). Exits 0 when every check holds, 1 when one fails, 6 when stopped from
+outside; everything it started ends with it."""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +17,7 @@ from ._options import output_option
 from ._output import console, echo_json, styled, table
 
 if TYPE_CHECKING:
-    from ..testing.drill import DrillResult
+    from ..testing.drill import Check, DrillConfig, DrillRecord, DrillResult, Workload
 
 __all__ = ["drill"]
 
@@ -72,6 +74,46 @@ def _workload(ref: str, seed: int) -> Any:
     return factory(seed)
 
 
+def _run(
+    config: DrillConfig, workload: Workload, *, own_redis: bool, keep_redis: bool
+) -> tuple[DrillRecord, list[Check]]:
+    """Run the drill and check it; whatever ends it ends everything it started (its Redis
+    too), and an interruption exits with ``ExitCode.INTERRUPTED``."""
+    from ..testing.drill import (
+        DrillInterrupted,
+        FaultDrill,
+        Reaper,
+        RedisServer,
+        check,
+        interruptible,
+    )
+
+    try:
+        with Reaper() as reaper, interruptible(reaper):
+            redis = RedisServer(keep=keep_redis, reaper=reaper) if own_redis else None
+            try:
+                if redis is not None:
+                    redis.start()
+                    config = replace(config, store=redis.url, store_server=redis)
+                record = FaultDrill(replace(config, reaper=reaper), workload).run()
+                checks = check(
+                    record,
+                    namespace=workload.namespace,
+                    outputs=config.outputs,
+                    outputs_per_key=workload.outputs_per_key,
+                )
+            finally:
+                if redis is not None:
+                    redis.close()
+                    if keep_redis:
+                        click.echo(f"drill: its Redis's folder is kept: {redis.folder}", err=True)
+    except DrillInterrupted as exc:
+        raise CliError(
+            f"the drill was {exc}; every process it started has ended", ExitCode.INTERRUPTED
+        ) from exc
+    return record, checks
+
+
 @click.command()
 @click.option(
     "--command",
@@ -92,7 +134,13 @@ def _workload(ref: str, seed: int) -> Any:
 @click.option(
     "--own-redis",
     is_flag=True,
-    help="Start a Redis server for the drill (the store; store-restart restarts it).",
+    help="Start a Redis server for the drill (the store; store-restart restarts it), in a"
+    " temporary folder removed at the end.",
+)
+@click.option(
+    "--keep-redis",
+    is_flag=True,
+    help="With --own-redis: keep its folder (the append-only file) and say where.",
 )
 @click.option("--outputs", metavar="URL", default=None, help="The output store (RILL_OUTPUTS).")
 @click.option("-n", "--namespace", default="segments", show_default=True)
@@ -116,6 +164,9 @@ def _workload(ref: str, seed: int) -> Any:
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--faults", default=MENU, show_default=True, help="The fault menu, comma-separated.")
 @click.option("--rate", default="1/5s", show_default=True, help="Mean fault rate, e.g. 1/5s.")
+@click.option("--each-kind", is_flag=True,
+              help="Draw every kind of the menu once first (in a seeded order), then at random:"
+              " a short drill exercises all of it.")  # fmt: skip
 @click.option("--submit-every", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="Seconds between two submitted executions.")  # fmt: skip
 @click.option("--lease", type=click.FloatRange(min=0.5), default=3.0, show_default=True,
@@ -131,6 +182,7 @@ def drill(
     processes: int,
     store: str | None,
     own_redis: bool,
+    keep_redis: bool,
     outputs: str | None,
     namespace: str,
     handler: str,
@@ -142,6 +194,7 @@ def drill(
     seed: int,
     faults: str,
     rate: str,
+    each_kind: bool,
     submit_every: float,
     lease: float,
     settle: float,
@@ -153,16 +206,14 @@ def drill(
     engine's records, the store and the outputs: every task SUCCEED with the committed
     result, no stale or doubled callback, no dangling job, audit clean, orphans collected,
     re-executions explained by the faults. Reports the recovery time and success rate per
-    fault kind. The same seed gives the same schedule. Exits 1 if a check fails."""
+    fault kind. The same seed gives the same schedule. Exits 1 if a check fails, 6 if
+    stopped from outside (SIGTERM, SIGINT, SIGHUP, its parent's death); every process it
+    started ends with it."""
     try:
         from ..testing.drill import (
             DrillConfig,
-            FaultDrill,
             FaultKind,
-            RedisServer,
             SegmentWorkload,
-            Workload,
-            check,
             parse_rate,
             summarise,
         )
@@ -181,10 +232,8 @@ def drill(
         raise CliError(f"no folder {str(target.parent)!r} to write {svg_path!r} in", ExitCode.USAGE)
     if own_redis and store:
         raise CliError("give --store or --own-redis, not both", ExitCode.USAGE)
-    redis = RedisServer(Path(logs or ".") / "drill-redis") if own_redis else None
-    if redis is not None:
-        redis.start()
-        store = redis.url
+    if keep_redis and not own_redis:
+        raise CliError("--keep-redis keeps the folder of --own-redis: give both", ExitCode.USAGE)
     say = None if output == "json" else (lambda line: click.echo(line, err=True))
     workload: Workload = (
         SegmentWorkload(
@@ -202,19 +251,9 @@ def drill(
         command=command, store=store, processes=processes, outputs=outputs, duration=duration,
         seed=seed, faults=kinds, every=parse_rate(rate), submit_every=submit_every,
         lease=lease, settle=settle, log_dir=None if logs is None else Path(logs),
-        store_server=redis, progress=say,
+        progress=say, each_kind=each_kind,
     )  # fmt: skip
-    try:
-        record = FaultDrill(config, workload).run()
-        checks = check(
-            record,
-            namespace=workload.namespace,
-            outputs=outputs,
-            outputs_per_key=workload.outputs_per_key,
-        )
-    finally:
-        if redis is not None:
-            redis.stop()
+    record, checks = _run(config, workload, own_redis=own_redis, keep_redis=keep_redis)
     result = summarise(record, checks)
     if target is not None:
         target.write_text(drill_svg(record, result), encoding="utf-8")

@@ -18,6 +18,7 @@ class ExitCode(enum.IntEnum):
     NOT_FOUND = 3  # no such job in that namespace (or no store at that path)
     STORE = 4  # the store could not be reached, has no schema, or failed: try again later
     REFUSED = 5  # the job's state refused the change (resolve on a live lease); nothing written
+    INTERRUPTED = 6  # stopped from outside (a signal, its parent's death) before it was done
 
 
 class ErrorType(enum.StrEnum):
@@ -31,6 +32,7 @@ class ErrorType(enum.StrEnum):
     STORE_UNAVAILABLE = "store_unavailable"  # 4: unreachable or dropped the call: retry later
     STORE_FAILED = "store_failed"  # 4: no schema, an older one, or an answer out of contract
     REFUSED = "refused"  # 5
+    INTERRUPTED = "interrupted"  # 6
 
     @property
     def code(self) -> ExitCode:
@@ -45,6 +47,7 @@ _EXIT = {
     ErrorType.STORE_UNAVAILABLE: ExitCode.STORE,
     ErrorType.STORE_FAILED: ExitCode.STORE,
     ErrorType.REFUSED: ExitCode.REFUSED,
+    ErrorType.INTERRUPTED: ExitCode.INTERRUPTED,
 }
 _TYPE_OF_CODE = {
     ExitCode.CHECK_FAILED: ErrorType.CHECK_FAILED,
@@ -52,6 +55,7 @@ _TYPE_OF_CODE = {
     ExitCode.NOT_FOUND: ErrorType.NOT_FOUND,
     ExitCode.STORE: ErrorType.STORE_FAILED,
     ExitCode.REFUSED: ErrorType.REFUSED,
+    ExitCode.INTERRUPTED: ErrorType.INTERRUPTED,
 }
 
 

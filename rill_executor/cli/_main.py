@@ -93,7 +93,8 @@ def main() -> None:
     Every command that reads a store takes --store URL (or RILL_STORE) and --namespace
     (or RILL_NAMESPACE), prints tables (-o text) or JSON (-o json), and exits with
     0 ok, 1 check failed, 2 bad usage, 3 not found, 4 store unavailable or failing,
-    5 refused by the job's state (resolve on a live lease without --force).
+    5 refused by the job's state (resolve on a live lease without --force), 6 interrupted
+    (a drill stopped from outside).
     """
     warnings.showwarning = _one_line
 

@@ -18,10 +18,16 @@ def test_a_short_drill_reports_json_and_draws_its_timeline(tmp_path: Path) -> No
     picture = tmp_path / "drill.svg"
     args = ["drill", "--command", EXAMPLE, "--store", f"sqlite:///{tmp_path / 'jobs.db'}"]
     args += ["--duration", "8", "--rate", "1/2s", "--faults", "dup,redo,refused-callback"]
+    args += ["--each-kind"]  # seed 4 draws four dups without it
     done = run(*args, "--lease", "2", "--seed", "4", "--svg", str(picture), "-o", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["ok"] is True and report["seed"] == 4 and report["tasks"] > 0
+    assert {s["kind"]: s["injected"] >= 1 for s in report["stats"]} == {
+        "dup": True,
+        "redo": True,
+        "refused-callback": True,
+    }
     assert {c["name"] for c in report["checks"]} >= {"every_task_succeeded", "audit_clean"}
     root = ET.fromstring(picture.read_text())
     assert (

@@ -8,12 +8,14 @@ engine's side concurrent dispatches, redos, task timeouts, lost and refused call
 it waits for quiescence and ``check`` reads the engine's records, the store and the output
 bucket (never the executor's logs) and says what held. ``summarise`` adds up the recovery
 time and the success rate per fault kind. ``rill-executor drill`` is the same from a shell.
+Every process a drill starts ends with it (``Reaper``, ``interruptible``).
 """
 
 from ._checks import Check, check
 from ._dag_workload import DagWorkload, TaskKey
 from ._processes import ExecutorProcess
 from ._proxy import FaultProxy
+from ._reaper import DrillInterrupted, Reaper, interruptible
 from ._record import DrillRecord, Injected
 from ._report import DrillResult, FaultStats, summarise
 from ._run import DrillConfig, FaultDrill
@@ -25,6 +27,7 @@ __all__ = [
     "Check",
     "DagWorkload",
     "DrillConfig",
+    "DrillInterrupted",
     "DrillRecord",
     "DrillResult",
     "ExecutorProcess",
@@ -34,6 +37,7 @@ __all__ = [
     "FaultStats",
     "Injected",
     "PlannedFault",
+    "Reaper",
     "RedisServer",
     "SegmentWorkload",
     "StoreServer",
@@ -41,6 +45,7 @@ __all__ = [
     "Watched",
     "Workload",
     "check",
+    "interruptible",
     "parse_rate",
     "plan",
     "summarise",

@@ -4,7 +4,8 @@ fault proxy on the link to the store.
 ``{port}`` in the command is the port the process listens on; the store URL reaches it as
 ``RILL_STORE`` (and ``{store}`` in the command), rewritten to go through the process's proxy
 when the store is a network server. Every process leads a session of its own, so a signal
-reaches its whole group (an ASGI server and its workers).
+reaches its whole group (an ASGI server and its workers); given a ``Reaper``, each group is
+registered with it, and killed should the drill end without ending it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from rill_executor import ConfigError
 
 from ._proxy import FaultProxy
+from ._reaper import Reaper
 
 __all__ = ["ExecutorProcess", "free_port", "through_proxy"]
 
@@ -66,6 +69,7 @@ class ExecutorProcess:
         env: Mapping[str, str],
         log: Path | None,
         startup_timeout: float = 30.0,
+        reaper: Reaper | None = None,
     ) -> None:
         self.index = index
         self.port = free_port()
@@ -76,6 +80,7 @@ class ExecutorProcess:
         self._env = {**os.environ, **env, "RILL_STORE": self.store}
         self._log = log
         self._startup_timeout = startup_timeout
+        self._reaper = reaper
         self._proc: subprocess.Popen[bytes] | None = None
         self.stopped = False
 
@@ -93,17 +98,31 @@ class ExecutorProcess:
 
     def start(self) -> None:
         """Start the process and wait until it accepts connections on its port."""
-        if self._log is None:
-            self._proc = self._spawn(subprocess.DEVNULL)
-        else:
-            with self._log.open("ab") as out:  # the child keeps its own copy
-                self._proc = self._spawn(out)
+        self.spawn()
+        self.wait_listening()
+
+    def spawn(self) -> None:
+        """Start the process (``wait_listening`` waits for it to listen). Call it from the
+        drill's own thread, which outlives every process it starts."""
+        with nullcontext() if self._reaper is None else self._reaper.starting():
+            if self._log is None:
+                self._proc = self._spawn(subprocess.DEVNULL)
+            else:
+                with self._log.open("ab") as out:  # the child keeps its own copy
+                    self._proc = self._spawn(out)
+            if self._reaper is not None:
+                self._reaper.watch(self._proc.pid)
         self.stopped = False
+
+    def wait_listening(self) -> None:
+        """Wait until the process accepts connections on its port."""
+        proc = self._proc
+        assert proc is not None, "spawn() first"
         deadline = time.monotonic() + self._startup_timeout
         while True:
-            if self._proc.poll() is not None:
+            if proc.poll() is not None:
                 raise ConfigError(
-                    f"executor {self.index} exited with {self._proc.returncode} on start: "
+                    f"executor {self.index} exited with {proc.returncode} on start: "
                     f"{shlex.join(self._argv)}"
                 )
             try:
@@ -152,16 +171,23 @@ class ExecutorProcess:
             return
         self.signal(signal.SIGKILL)
         self._proc.wait()
+        self._reaped()
         self.stopped = False
+
+    def _reaped(self) -> None:
+        if self._reaper is not None and self._proc is not None:
+            self._reaper.forget(self._proc.pid)
 
     def close(self) -> None:
         """Continue it if stopped, then ask it to end (SIGTERM), then kill it."""
-        if self._proc is not None and self._proc.poll() is None:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self.signal(signal.SIGCONT)
+                self.signal(signal.SIGTERM)
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+            self._reaped()
         if self.proxy is not None:
             self.proxy.close()

@@ -43,3 +43,4 @@ class DrillRecord:
     tasks: dict[tuple[str, str], TaskView]
     dispatches: list[DispatchRecord]
     callbacks: list[CallbackRecord]
+    menu: tuple[FaultKind, ...] = ()  # the kinds it could draw: reported even when never drawn

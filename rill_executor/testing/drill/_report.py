@@ -1,5 +1,6 @@
 """The drill's report: per fault kind, how many were injected, how long the tasks they hit
-took to SUCCEED again (p50, p99, max), and what share of them did; with the checks.
+took to SUCCEED again (p50, p99, max), and what share of them did; with the checks. Every kind of
+the drill's menu has its line, 0 injected when it was never drawn.
 
 A fault's recovery time, for each task it hit, runs from the fault to the task's first
 SUCCEED after it (from the engine's task history). A task that never got there counts
@@ -129,7 +130,7 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
             max=_percentile(times[kind], 1.0),
         )
         for kind in FaultKind
-        if kind in counts
+        if kind in counts or kind in rec.menu
         for c in [counts[kind]]
     )
     answered = Counter(

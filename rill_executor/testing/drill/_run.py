@@ -1,11 +1,14 @@
 """Running a drill: executors behind fault proxies, the engine, the workload and the faults.
 
-``FaultDrill(config, workload).run()`` starts ``processes`` executors from the command, a
+``FaultDrill(config, workload).run()`` reaches the store once (a wrong URL or a server down
+is said before anything starts), starts ``processes`` executors from the command, a
 round-robin front for the engine to dispatch to, and an ``EngineSimulator``; submits an
 execution every ``submit_every`` seconds and injects the planned faults for ``duration``
 seconds; then lifts every fault still on (continues stopped processes, heals links,
 restarts killed ones), waits for quiescence and returns the ``DrillRecord``. Nothing here
-reads the executor's logs: the record is the engine's and the drill's own.
+reads the executor's logs: the record is the engine's and the drill's own. Every process
+it starts is started from the thread that runs it and registered with a ``Reaper`` (its
+config's, or one of its own), and ended when it returns or raises.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rill_executor import ConfigError
+from rill_executor import ConfigError, UsageError, open_store
+from rill_executor.store import Pingable
 
 from ..rillflow import EngineSimulator, TaskStatus, serve_app
 from ._callbacks import CallbackFaults
 from ._front import round_robin_app
 from ._processes import ExecutorProcess
+from ._reaper import Reaper
 from ._record import DrillRecord, Injected
 from ._schedule import FaultKind, PlannedFault, plan
 from ._store_server import StoreServer
@@ -56,12 +61,44 @@ class DrillConfig:
     log_dir: Path | None = None  # each executor's stdout and stderr, appended
     store_server: StoreServer | None = None  # a store the drill owns and may restart
     progress: Callable[[str], None] | None = None
+    reaper: Reaper | None = None  # None: the run starts a watchdog of its own
+    each_kind: bool = False  # every kind of the menu once first, then at random
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.duration <= 0 or self.every <= 0 or self.submit_every <= 0:
             raise ConfigError("processes, duration, the fault rate and submit_every must be > 0")
         if "{port}" not in self.command:
             raise ConfigError(f"the command must contain {{port}}, got {self.command!r}")
+        drawn = {f.kind for f in self.schedule()}
+        if self.each_kind and not drawn >= set(self.faults):
+            raise UsageError(
+                f"each kind once (--each-kind): the menu's {len(set(self.faults))} kinds do not"
+                f" fit in {self.duration:g} s at one fault every {self.every:g} s on average"
+                f" (seed {self.seed} plans {len(self.schedule())} faults); give a longer"
+                " duration or a higher rate"
+            )
+
+    def schedule(self) -> list[PlannedFault]:
+        """The faults it plans (the same for the same seed, menu, rate and duration)."""
+        return plan(
+            self.seed,
+            list(self.faults),
+            self.every,
+            self.duration,
+            settle=1.0,
+            each_kind=self.each_kind,
+        )
+
+
+def probe(url: str) -> None:
+    """Reach the store once (``ping``): a wrong URL, a refused login, a missing database or a
+    server down raises here, before the drill starts anything."""
+    store = open_store(url)
+    try:
+        if isinstance(store, Pingable):
+            store.ping()
+    finally:
+        store.close()
 
 
 class FaultDrill:
@@ -71,9 +108,7 @@ class FaultDrill:
     def __init__(self, config: DrillConfig, workload: Workload) -> None:
         self.config = config
         self.workload = workload
-        self.schedule: list[PlannedFault] = plan(
-            config.seed, list(config.faults), config.every, config.duration, settle=1.0
-        )
+        self.schedule: list[PlannedFault] = config.schedule()
         self._executors: list[ExecutorProcess] = []
         self._routes: dict[tuple[str, str], set[int]] = defaultdict(set)
         self._routes_lock = threading.Lock()
@@ -92,6 +127,14 @@ class FaultDrill:
     # --- running ---------------------------------------------------------------------------
 
     def run(self) -> DrillRecord:
+        if self.config.store:
+            probe(self.config.store)
+        if self.config.reaper is not None:
+            return self._run(self.config.reaper)
+        with Reaper() as reaper:
+            return self._run(reaper)
+
+    def _run(self, reaper: Reaper) -> DrillRecord:
         cfg = self.config
         env = {**cfg.env, "RILL_LEASE": str(cfg.lease)}
         if cfg.outputs:
@@ -106,6 +149,7 @@ class FaultDrill:
                 store,
                 env,
                 None if cfg.log_dir is None else cfg.log_dir / f"executor-{i}.log",
+                reaper=reaper,
             )
             for i in range(cfg.processes)
         ]
@@ -118,10 +162,16 @@ class FaultDrill:
                 EngineSimulator(max_workers=64) as engine,
             ):
                 engine.intercept = self._callback_faults
-                return self._drive(engine, front_url)
+                try:
+                    return self._drive(engine, front_url)
+                finally:  # before the front: nothing it forwards hangs on a stopped process
+                    self._close()
         finally:
-            for executor in self._executors:
-                executor.close()
+            self._close()
+
+    def _close(self) -> None:
+        for executor in self._executors:
+            executor.close()
 
     def _drive(self, engine: EngineSimulator, front_url: str) -> DrillRecord:
         cfg = self.config
@@ -173,6 +223,7 @@ class FaultDrill:
             tasks=tasks,
             dispatches=engine.dispatches(),
             callbacks=engine.callbacks(),
+            menu=tuple(dict.fromkeys(cfg.faults)),
         )
 
     def _settle(self, engine: EngineSimulator) -> bool:
@@ -303,18 +354,25 @@ class FaultDrill:
                 self._later(record.until, lambda: self._speed_up(index))
 
     def _restart(self, index: int) -> None:
-        """Start a killed executor again, in the background: the schedule goes on meanwhile
-        (it stays dead to the faults until it listens)."""
+        """Start a killed executor again; the schedule goes on while it comes up (it stays
+        dead to the faults until it listens). Spawned here, on the drill's own thread: a
+        thread of its own would end before the process (see ``Reaper``)."""
+        executor = self._executors[index]
+        try:
+            executor.spawn()
+        except ConfigError as exc:
+            self._failed_restarts.append(exc)
+            return
 
-        def start() -> None:
+        def wait() -> None:
             try:
-                self._executors[index].start()
+                executor.wait_listening()
             except ConfigError as exc:
                 self._failed_restarts.append(exc)
                 return
             self._dead.discard(index)
 
-        thread = threading.Thread(target=start, name=f"restart-executor-{index}", daemon=True)
+        thread = threading.Thread(target=wait, name=f"restart-executor-{index}", daemon=True)
         self._restarts.append(thread)
         thread.start()
 

@@ -4,7 +4,9 @@ give the same faults at the same offsets.
 A planned fault fixes everything random about it in advance: when (seconds from the start),
 what, ``pick`` (a number in [0, 1) that chooses the process or task it hits among those
 there are at that moment) and ``hold`` (how long a stop, a black hole or added latency
-lasts, or the latency itself).
+lasts, or the latency itself). With ``each_kind``, the first faults are every kind of the
+menu once, in a seeded order, so that a short drill exercises all of it; then the kinds are
+drawn at random (the times, picks and holds are those of the same plan without it).
 """
 
 from __future__ import annotations
@@ -78,13 +80,22 @@ def parse_rate(text: str) -> float:
 
 
 def plan(
-    seed: int, kinds: list[FaultKind], every: float, duration: float, *, settle: float = 0.0
+    seed: int,
+    kinds: list[FaultKind],
+    every: float,
+    duration: float,
+    *,
+    settle: float = 0.0,
+    each_kind: bool = False,
 ) -> list[PlannedFault]:
     """The faults of a drill: exponentially spaced with mean ``every`` seconds, from
-    ``settle`` until ``duration``, each of a kind drawn evenly from ``kinds``."""
+    ``settle`` until ``duration``, each of a kind drawn evenly from ``kinds`` (with
+    ``each_kind``, every kind once first, in a seeded order)."""
     if not kinds:
         return []
     rng = random.Random(seed)
+    first = list(dict.fromkeys(kinds)) if each_kind else []
+    random.Random(f"{seed} each kind").shuffle(first)  # the other draws stay as they were
     faults: list[PlannedFault] = []
     at = settle
     while True:
@@ -92,4 +103,5 @@ def plan(
         if at >= duration:
             return faults
         kind = kinds[rng.randrange(len(kinds))]
+        kind = first.pop(0) if first else kind
         faults.append(PlannedFault(round(at, 3), kind, rng.random(), round(rng.uniform(0.5, 4), 3)))
