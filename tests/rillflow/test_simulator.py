@@ -475,6 +475,17 @@ def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_
     assert reasons == ["submitted", "retry 1 scheduled", "retry 2 scheduled"]
 
 
+def test_the_engines_retry_interval_is_whole_seconds_the_exact_clocks_is_not() -> None:
+    # Retry.intervalInSeconds is an Integer; SimpleRetryPolicy.calculateRetryInterval casts.
+    retry = Retry(max_retry_times=3, interval_in_seconds=1.5, multiplier=1.5)
+    engine, exact = EngineSimulator(), EngineSimulator(timers="exact")
+    assert [engine._retry_delay(retry, k) for k in (1, 2, 3)] == [1, 2, 3]
+    assert engine._retry_delay(Retry(1, 0.5), 1) == 0  # at once
+    assert exact._retry_delay(Retry(1, 0.5), 1) == 0.5
+    with pytest.raises(ConfigError, match=r"'poll'.*'exact'"):
+        EngineSimulator(timers="fast")  # type: ignore[arg-type]
+
+
 def _next_poll(at: float, delay: float) -> float:
     """When the engine's poll (epoch seconds divisible by 3) picks up a timer due then."""
     return math.ceil((at + delay) / 3) * 3
