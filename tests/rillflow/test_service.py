@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from rill_executor.testing.drill import FaultProxy
@@ -268,10 +269,18 @@ def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
         gate.retarget(service.port)
         engine.redo(execution, "encode")
         engine.wait_until(lambda: len(service.handoffs()) == 1, timeout=20)  # the redo's run
+        ((_, token),) = service.handoffs()
+        # The encoder holds the job for as long as the retry may take (the poll, a busy box).
+        held = httpx.post(
+            f"{service.url}/rill/heartbeat",
+            json={"lease": 60},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=5,
+        )
+        assert held.status_code == 200, held.text
         engine.wait_until(
             lambda: sum(d.ok for d in engine.dispatches(execution, "encode")) == 2, timeout=20
         )  # and the retry's dispatch, answered while the run holds the job
-        ((_, token),) = service.handoffs()
         assert service.complete(token, {"result": done}).status_code == 200
         _ended_once(service, engine, execution, key)
         assert service.runs() == {key: 1} and len(service.handoffs()) == 1
