@@ -149,10 +149,19 @@ def test_async_calls_back_once_with_the_committed_result(
 
 
 def test_an_async_timeout_and_retry_while_the_first_runs_execute_once(
-    service: Service, running: str, engine: EngineSimulator
+    service: Service, running: str
 ) -> None:
     # Each attempt times out after 0.5 s; the run takes 1.5 s: its result reaches whichever
     # attempt is RUNNING, or, between attempts, the next dispatch from the stored result.
+    # Sub-second timers, which the engine does not have (0.5 arms no timeout on it): the
+    # exact clock, to see several timeouts and retries inside one short run.
+    with EngineSimulator(timers="exact") as engine:
+        _timeouts_and_retries_execute_once(service, running, engine)
+
+
+def _timeouts_and_retries_execute_once(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
     retry = Retry(max_retry_times=8, interval_in_seconds=0.2)
     execution = engine.submit(_task(running, Pattern.TASK_ASYNC, retry, seconds=1.5, timeout=0.5))
     view = engine.wait_for(execution, "transcode", timeout=20)

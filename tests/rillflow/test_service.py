@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from rill_executor.testing.drill import FaultProxy
@@ -56,6 +57,14 @@ def service(store_url: str, tmp_path: Path) -> Iterator[ExecutorService]:
 @pytest.fixture
 def engine() -> Iterator[EngineSimulator]:
     with EngineSimulator() as engine:
+        yield engine
+
+
+@pytest.fixture
+def exact() -> Iterator[EngineSimulator]:
+    """An engine whose timers fire after exactly their (sub-second) delays, not on the
+    engine's 3 s poll: for windows that need a timer inside a short run."""
+    with EngineSimulator(timers="exact") as engine:
         yield engine
 
 
@@ -104,8 +113,9 @@ def test_a_slow_sync_handler_runs_once_across_the_resend(
 
 
 def test_an_async_timeout_and_retries_while_it_runs_execute_once(
-    service: ExecutorService, engine: EngineSimulator
+    service: ExecutorService, exact: EngineSimulator
 ) -> None:
+    engine = exact  # sub-second timeouts and retries, several inside one 2 s run
     task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(8, 0.3), seconds=2.0, timeout=0.7)
     execution = engine.submit(task)
     view = engine.wait_for(execution, "encode", timeout=30)
@@ -212,6 +222,73 @@ def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
         service.stop()
 
 
+def test_a_timeout_the_engine_does_not_arm_leaves_a_killed_run_to_the_executor(
+    store_url: str, tmp_path: Path
+) -> None:
+    """``timeoutInSeconds`` 0.5 is no timeout on the engine (``Long.valueOf`` refuses it,
+    DAGOperations.getTimeoutSeconds): it never dispatches again, and only the executor's
+    re-drive ends the task whose worker was killed."""
+    service = ExecutorService(store_url, tmp_path).start()
+    try:
+        with EngineSimulator() as engine:
+            task, key = segment(
+                service.url, Pattern.TASK_ASYNC, Retry(2, 1), seconds=1.0, timeout=0.5
+            )
+            execution = engine.submit(task)
+            engine.wait_for_status(execution, "encode", TaskStatus.RUNNING, timeout=20)
+            engine.wait_until(lambda: service.runs() == {key: 1}, timeout=20)
+            service.kill()  # SIGKILL mid-run: no finish, no shutdown
+            service.start()
+            _ended_once(service, engine, execution, key)
+            assert len(engine.dispatches(execution, "encode")) == 1  # no timeout, no retry
+            attempts = service.status(key).json()["attempts"]
+            assert [a["outcome"] for a in attempts] == ["expired", "succeeded"]
+    finally:
+        service.stop()
+
+
+def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
+    service: ExecutorService, engine: EngineSimulator
+) -> None:
+    """A redo of a task waiting for its retry does not cancel the retry (DAGRunner.resetTask
+    leaves the engine's time check alone): the redo's dispatch and, at the engine's next
+    poll, the retry's reach the executor. The job is handed off meanwhile, so both find it
+    running: one run, one result, one applied callback."""
+    gate = FaultProxy("127.0.0.1", None)  # the first dispatch finds nobody: a retry is due
+    done = {"uri": "s3://segments/encoded-by-the-farm.mp4", "frames": 250}
+    try:
+        url = f"http://127.0.0.1:{gate.port}"
+        task, key = segment(url, Pattern.TASK_ASYNC, Retry(1, 1), external=True)
+        execution = engine.submit(task)
+        engine.wait_until(
+            lambda: any(
+                t.reason == "retry 1 scheduled" for t in engine.task(execution, "encode").history
+            ),
+            timeout=20,
+        )
+        gate.retarget(service.port)
+        engine.redo(execution, "encode")
+        engine.wait_until(lambda: len(service.handoffs()) == 1, timeout=20)  # the redo's run
+        ((_, token),) = service.handoffs()
+        # The encoder holds the job for as long as the retry may take (the poll, a busy box).
+        held = httpx.post(
+            f"{service.url}/rill/heartbeat",
+            json={"lease": 60},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=5,
+        )
+        assert held.status_code == 200, held.text
+        engine.wait_until(
+            lambda: sum(d.ok for d in engine.dispatches(execution, "encode")) == 2, timeout=20
+        )  # and the retry's dispatch, answered while the run holds the job
+        assert service.complete(token, {"result": done}).status_code == 200
+        _ended_once(service, engine, execution, key)
+        assert service.runs() == {key: 1} and len(service.handoffs()) == 1
+        assert [a["outcome"] for a in service.status(key).json()["attempts"]] == ["succeeded"]
+    finally:
+        gate.close()
+
+
 @pytest.mark.parametrize("server", ["postgres", "redis"])
 def test_the_stores_connection_cut_mid_run_ends_in_one_result(
     server: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -278,10 +355,11 @@ def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Pa
 
 
 def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
-    service: ExecutorService, engine: EngineSimulator
+    service: ExecutorService, exact: EngineSimulator
 ) -> None:
     """The engine timed the task out and waits to retry it: the callback is answered
     "attempt finish wrong task"; the retry is answered from the stored result."""
+    engine = exact  # the timeout must fire inside the 1.5 s run: no room for the 3 s poll
     # The first dispatch times out (1.0 s) while the handler (1.5 s) runs; the retry, 2.5 s
     # later, is answered from the stored result well inside its own 1.0 s.
     task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1.0)

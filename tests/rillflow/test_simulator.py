@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import re
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from fastapi import BackgroundTasks, FastAPI, Request, Response
 
 from rill_executor._errors import ConfigError, UsageError
 from rill_executor.testing.rillflow import (
+    DispatchRecord,
     EngineSimulator,
     Pattern,
     Retry,
@@ -141,6 +143,14 @@ def http(executor: Executor) -> httpx.Client:
 def engine() -> Iterator[EngineSimulator]:
     # One engine for the module: every test has executions of its own.
     with EngineSimulator() as simulator:
+        yield simulator
+
+
+@pytest.fixture(scope="module")
+def exact() -> Iterator[EngineSimulator]:
+    """An engine whose retries and timeouts fire after exactly their (sub-second) delays,
+    for tests of what a timer does, not of when the engine's poll fires it."""
+    with EngineSimulator(timers="exact") as simulator:
         yield simulator
 
 
@@ -331,7 +341,7 @@ def _timed_out(engine: EngineSimulator, executor: Executor, task: Task, *others:
 
 
 def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_wrong_task(
-    http: httpx.Client, engine: EngineSimulator, executor: Executor
+    http: httpx.Client, exact: EngineSimulator, executor: Executor
 ) -> None:
     task = Task(
         "encode",
@@ -340,44 +350,44 @@ def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_w
         retry=Retry(max_retry_times=1, interval_in_seconds=60),
         timeout_in_seconds=0.2,
     )
-    execution_id = _timed_out(engine, executor, task)
-    assert engine.task(execution_id, "encode").status is TaskStatus.READY
+    execution_id = _timed_out(exact, executor, task)
+    assert exact.task(execution_id, "encode").status is TaskStatus.READY
 
-    late = http.post(_callback_url(engine, execution_id, "encode"), json={"url": "late"})
+    late = http.post(_callback_url(exact, execution_id, "encode"), json={"url": "late"})
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "attempt finish wrong task encode"
-    assert engine.task(execution_id, "encode").status is TaskStatus.READY
-    assert engine.callbacks(execution_id)[-1].task_status is TaskStatus.READY
+    assert exact.task(execution_id, "encode").status is TaskStatus.READY
+    assert exact.callbacks(execution_id)[-1].task_status is TaskStatus.READY
 
 
 def test_a_callback_after_the_timeout_failed_the_task_is_a_repeated_finish(
-    http: httpx.Client, engine: EngineSimulator, executor: Executor
+    http: httpx.Client, exact: EngineSimulator, executor: Executor
 ) -> None:
     task = Task(
         "encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2, tolerance=True
     )
     waiting = Task("publish", f"{executor.url}/echo")  # keeps the execution running
-    execution_id = _timed_out(engine, executor, task, waiting)
-    view = engine.task(execution_id, "encode")
+    execution_id = _timed_out(exact, executor, task, waiting)
+    view = exact.task(execution_id, "encode")
     assert (view.status, view.message) == (TaskStatus.FAILED, "timeout")
 
-    late = http.get(_callback_url(engine, execution_id, "encode"))
+    late = http.get(_callback_url(exact, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "repeated finish task encode"
-    assert engine.task(execution_id, "encode").status is TaskStatus.FAILED
+    assert exact.task(execution_id, "encode").status is TaskStatus.FAILED
 
 
 def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_finished(
-    http: httpx.Client, engine: EngineSimulator, executor: Executor
+    http: httpx.Client, exact: EngineSimulator, executor: Executor
 ) -> None:
     task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
-    execution_id = _timed_out(engine, executor, task)
+    execution_id = _timed_out(exact, executor, task)
 
-    late = http.post(_callback_url(engine, execution_id, "encode"))
+    late = http.post(_callback_url(exact, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
@@ -385,7 +395,7 @@ def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_fini
 
 
 def test_an_async_timeout_tells_the_executor_nothing_and_the_retry_is_accepted(
-    http: httpx.Client, engine: EngineSimulator, executor: Executor
+    http: httpx.Client, exact: EngineSimulator, executor: Executor
 ) -> None:
     task = Task(
         "encode",
@@ -394,15 +404,15 @@ def test_an_async_timeout_tells_the_executor_nothing_and_the_retry_is_accepted(
         retry=Retry(max_retry_times=1, interval_in_seconds=0.05),
         timeout_in_seconds=0.2,
     )
-    execution_id = _timed_out(engine, executor, task)
-    engine.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
-    first, retry = engine.wait_for_dispatches(execution_id, "encode", 2)
+    execution_id = _timed_out(exact, executor, task)
+    exact.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    first, retry = exact.wait_for_dispatches(execution_id, "encode", 2)
 
     # The late callback of attempt 1 lands on the RUNNING attempt 2: the engine cannot tell.
     late = http.post(first.headers["X-Callback-Url"], json={"from": "attempt 1"})
 
     assert late.status_code == 200
-    view = engine.task(execution_id, "encode")
+    view = exact.task(execution_id, "encode")
     assert (view.status, view.output, view.attempts) == (
         TaskStatus.SUCCEED,
         {"from": "attempt 1"},
@@ -441,18 +451,18 @@ def test_a_bad_retry_policy_is_refused(bad: dict[str, Any]) -> None:
 
 
 def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_out(
-    engine: EngineSimulator, executor: Executor
+    exact: EngineSimulator, executor: Executor
 ) -> None:
     answer = json.dumps({"result_type": "FAILED"})
     retry = Retry(max_retry_times=2, interval_in_seconds=0.05, multiplier=2)
-    execution_id = engine.submit(
+    execution_id = exact.submit(
         Task("t", f"{executor.url}/answer", input={"answer": answer}, retry=retry)
     )
 
-    view = engine.wait_for(execution_id, "t")
+    view = exact.wait_for(execution_id, "t")
 
     assert (view.status, view.attempts) == (TaskStatus.FAILED, 3)
-    records = engine.dispatches(execution_id, "t")
+    records = exact.dispatches(execution_id, "t")
     assert [r.attempt for r in records] == [1, 2, 3]
     assert len({r.ts for r in records}) == 3
     assert {(r.query["execution_id"], r.query["name"]) for r in records} == {(execution_id, "t")}
@@ -463,6 +473,74 @@ def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_
         )
     reasons = [t.reason for t in view.history if t.status is TaskStatus.READY]
     assert reasons == ["submitted", "retry 1 scheduled", "retry 2 scheduled"]
+
+
+def test_the_engines_retry_interval_is_whole_seconds_the_exact_clocks_is_not() -> None:
+    # Retry.intervalInSeconds is an Integer; SimpleRetryPolicy.calculateRetryInterval casts.
+    retry = Retry(max_retry_times=3, interval_in_seconds=1.5, multiplier=1.5)
+    engine, exact = EngineSimulator(), EngineSimulator(timers="exact")
+    assert [engine._retry_delay(retry, k) for k in (1, 2, 3)] == [1, 2, 3]
+    assert engine._retry_delay(Retry(1, 0.5), 1) == 0  # at once
+    assert exact._retry_delay(Retry(1, 0.5), 1) == 0.5
+    with pytest.raises(ConfigError, match=r"'poll'.*'exact'"):
+        EngineSimulator(timers="fast")  # type: ignore[arg-type]
+
+
+def _next_poll(at: float, delay: float) -> float:
+    """When the engine's poll (epoch seconds divisible by 3) picks up a timer due then."""
+    return math.ceil((at + delay) / 3) * 3
+
+
+EARLY = 0.01  # the wall clock against the timer's monotonic one
+
+
+def test_a_retry_fires_at_the_engines_next_poll_never_before(
+    engine: EngineSimulator, executor: Executor
+) -> None:
+    answer = json.dumps({"result_type": "FAILED"})
+    retry = Retry(max_retry_times=1, interval_in_seconds=1)
+    execution_id = engine.submit(
+        Task("t", f"{executor.url}/answer", input={"answer": answer}, retry=retry)
+    )
+
+    view = engine.wait_for(execution_id, "t", timeout=10)
+
+    _, retried = engine.dispatches(execution_id, "t")
+    (scheduled,) = [t for t in view.history if t.reason == "retry 1 scheduled"]
+    assert retried.started_at >= _next_poll(scheduled.at, 1) - EARLY
+
+
+def test_a_timeout_fires_at_the_engines_next_poll_never_before(
+    engine: EngineSimulator, executor: Executor
+) -> None:
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
+    execution_id = engine.submit(task)
+
+    view = engine.wait_for(execution_id, "encode", timeout=10)
+
+    (dispatch,) = engine.dispatches(execution_id, "encode")
+    (timed_out,) = [t for t in view.history if t.reason == "timeout"]
+    assert timed_out.at >= _next_poll(dispatch.started_at + dispatch.elapsed, 1) - EARLY
+
+
+def test_a_timeout_that_is_not_a_whole_number_arms_no_timeout(
+    http: httpx.Client, engine: EngineSimulator, executor: Executor
+) -> None:
+    # DAGOperations.getTimeoutSeconds: Long.valueOf("0.5") throws, and the engine arms none.
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.5)
+    execution_id = engine.submit(task)
+
+    engine.wait_until(
+        lambda: any(
+            t.reason == "no timeout: timeoutInSeconds 0.5 is not a whole number"
+            for t in engine.task(execution_id, "encode").history
+        )
+    )
+
+    assert http.post(_callback_url(engine, execution_id, "encode")).status_code == 200
+    view = engine.task(execution_id, "encode")
+    assert view.status is TaskStatus.SUCCEED
+    assert [t.reason for t in view.history].count("timeout") == 0
 
 
 # --- redo ------------------------------------------------------------------------------------
@@ -487,8 +565,61 @@ def test_redo_of_a_running_task_dispatches_it_again_concurrently(
     ok = http.post(second.headers["X-Callback-Url"], json={"n": 2})
     assert ok.status_code == 200
     view = engine.task(execution_id, "encode")
-    assert (view.status, view.attempts) == (TaskStatus.SUCCEED, 2)
+    # One attempt: the engine counts a run only once the one before it ended.
+    assert (view.status, view.attempts) == (TaskStatus.SUCCEED, 1)
     assert [t.reason for t in view.history].count("redo") == 2
+
+
+def _fail_by_callback(http: httpx.Client, record: DispatchRecord) -> None:
+    url = httpx.URL(record.headers["X-Callback-Url"]).copy_add_param("status", "FAILED")
+    assert http.post(url, json={"error_msg": "no"}).status_code == 200
+
+
+def test_a_redo_of_a_running_task_counts_no_attempt_so_the_task_gets_one_retry_more(
+    http: httpx.Client, engine: EngineSimulator, executor: Executor
+) -> None:
+    # AbstractTaskRunner.updateTaskInvokeStartTime: the redo's run is no new invocation while
+    # the one it redoes has not ended, and SimpleRetryPolicy counts invocations.
+    retry = Retry(max_retry_times=1, interval_in_seconds=0)  # at once, not through the poll
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, retry=retry)
+    execution_id = engine.submit(task)
+    engine.wait_for_dispatches(execution_id, "encode", 1)
+    engine.redo(execution_id, "encode")
+    _, redone = engine.wait_for_dispatches(execution_id, "encode", 2)
+    assert engine.task(execution_id, "encode").attempts == 1
+
+    _fail_by_callback(http, redone)  # retried: one attempt made, one retry allowed
+
+    *_, retried = engine.wait_for_dispatches(execution_id, "encode", 3)
+    engine.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    _fail_by_callback(http, retried)
+    view = engine.wait_for(execution_id, "encode")
+    assert (view.status, view.attempts) == (TaskStatus.FAILED, 2)
+    assert [r.attempt for r in engine.dispatches(execution_id, "encode")] == [1, 2, 3]
+
+
+def test_a_redo_of_a_task_waiting_for_its_retry_leaves_the_retry_to_fire_alongside(
+    http: httpx.Client, exact: EngineSimulator, executor: Executor
+) -> None:
+    # Not about when the retry fires (that is the poll's, tested above): the exact clock
+    # only spares this test the poll's wait.
+    retry = Retry(max_retry_times=1, interval_in_seconds=1)
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, retry=retry)
+    execution_id = exact.submit(task)
+    (first,) = exact.wait_for_dispatches(execution_id, "encode", 1)
+    exact.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    _fail_by_callback(http, first)  # READY: the retry is due in 1 s
+
+    exact.redo(execution_id, "encode")
+
+    # DAGRunner.resetTask leaves the time check alone: the retry still fires, and the time
+    # check dispatches the task whatever its state (TimeCheckRunner, TASK_WAIT_CHECK).
+    _, redone, retried = exact.wait_for_dispatches(execution_id, "encode", 3)
+    assert redone.ts < retried.ts
+    view = exact.task(execution_id, "encode")
+    assert (view.status, view.attempts) == (TaskStatus.RUNNING, 2)  # the retry joined the redo
+    seen = [s for s in executor.received("/ack") if s.query["execution_id"] == execution_id]
+    assert len(seen) == 3
 
 
 # --- callbacks ---------------------------------------------------------------------------------

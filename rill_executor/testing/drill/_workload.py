@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..rillflow import EngineSimulator, Pattern, Retry, Task
+from ..rillflow._engine import POLL_SECONDS
 
 __all__ = ["SegmentWorkload", "Watched", "Workload"]
 
@@ -89,8 +90,8 @@ class SegmentWorkload:
         tasks = []
         for segment in range(self.segments):
             seconds = round(rng.uniform(self.min_seconds, self.max_seconds), 3)
-            if timeout is not None:
-                seconds = max(seconds, timeout + 1.0)
+            if timeout is not None:  # outlasts the timeout, which fires at the engine's poll
+                seconds = max(seconds, timeout + POLL_SECONDS + 1.0)
             body: dict[str, object] = {
                 "video": video,
                 "segment": segment,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 import threading
 import time
 import uuid
@@ -12,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -32,6 +33,7 @@ from ._model import (
     TaskView,
     Transition,
 )
+from ._policy import Retry
 from ._server import serve_app
 from ._sign import callback_url
 
@@ -40,6 +42,9 @@ __all__ = ["EngineSimulator"]
 ILLEGAL_STATE = 30601  # TraversalErrorCode.DAG_ILLEGAL_STATE
 EXECUTION_NOT_FOUND = 30605  # TraversalErrorCode.DAG_EXECUTION_NOT_FOUND
 INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
+# FlowSchedulerJobs.businessTimeCheck, cron "0/3 * * * * *": the engine looks for due retries
+# and timeouts at every third second of the minute, i.e. at epoch seconds divisible by 3.
+POLL_SECONDS = 3
 
 
 # Generations are unique across tasks, so a run or timer of a task a redo removed (a foreach
@@ -59,9 +64,16 @@ class _TaskState:
     status: TaskStatus = TaskStatus.NOT_STARTED
     output: dict[str, Any] | None = None
     message: str | None = None
+    # The engine's count of invocations (TaskInvokeMsg.invokeTimeInfos), which its retry
+    # policy reads: a dispatch adds one only if the last one ended (``open`` is False).
     attempts: int = 0
-    # Renewed on every dispatch and redo, so a timer armed for an earlier run does nothing.
+    open: bool = False
+    dispatched: int = 0  # every dispatch, redos of a RUNNING task included
+    # Renewed on every dispatch and redo, so a timeout armed for an earlier run does nothing.
     generation: int = field(default_factory=lambda: next(_GENERATIONS))
+    # The pending retry: one per task (the engine's time-check member names the task, not
+    # the run), replaced by a newer one, not dropped by a redo.
+    retry: object | None = None
     history: list[Transition] = field(default_factory=list)
     # The engine's task lock: held through a dispatch and through a callback's handling.
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,6 +122,14 @@ class EngineSimulator:
     and an async timeout all go through the task's ``Retry`` policy. ``sign_secret`` makes
     every callback URL carry the engine's ``sign``. ``lock_timeout`` is how long a callback
     waits for the task lock (the engine's 10 s) before it is answered 500/30101.
+
+    ``timers`` is the clock of retries and timeouts. ``"poll"`` (the default) is the
+    engine's: a timer is due after whole seconds (``intervalInSeconds`` is an Integer, a
+    ``timeoutInSeconds`` that is not a whole number > 0 arms no timeout at all) and fires at
+    the engine's next poll, every 3 s, so up to 3 s late; a retry due at once is dispatched
+    at once. ``"exact"`` is a test clock the engine does not have: each timer fires after
+    exactly its delay, fractions of a second taken as given. Ask for it by name, where a
+    test is about something other than the engine's clock and would only wait longer.
     """
 
     def __init__(
@@ -121,9 +141,16 @@ class EngineSimulator:
         callback_max_chars: int = 6144,
         max_workers: int = 32,
         port: int = 0,
+        timers: Literal["poll", "exact"] = "poll",
     ) -> None:
         if lock_timeout <= 0 or callback_max_chars <= 0 or max_workers <= 0:
             raise ConfigError("lock_timeout, callback_max_chars and max_workers must be > 0")
+        if timers not in ("poll", "exact"):
+            raise ConfigError(
+                f"timers must be 'poll' (the engine's clock) or 'exact' (a test clock), "
+                f"got {timers!r}"
+            )
+        self.timers = timers
         self.sign_secret = sign_secret
         self.transport = transport or Transport()
         self.lock_timeout = lock_timeout
@@ -275,7 +302,10 @@ class EngineSimulator:
         """The engine's redo: reset the task and dispatch it again, whatever its state.
 
         A RUNNING task's first run is not stopped, so the executor sees a second, concurrent
-        dispatch. The attempt counter is not reset; pending retries and timeouts are dropped.
+        dispatch, and the engine counts no attempt for it (the run it redoes has not ended),
+        so the task gets one retry more. The attempt counter is not reset. A pending retry is
+        not dropped (``resetTask`` leaves the engine's time check alone): it still fires, and
+        dispatches the task again, alongside the redo's run. A pending timeout is dropped.
 
         In a DAG, as the engine's ``resetTask``: a foreach child's name is taken back to its
         foreach (the part before the first ``_``), which runs all its groups again; the task
@@ -493,16 +523,40 @@ class EngineSimulator:
             self._last_ts = max(int(time.time() * 1000), self._last_ts + 1)
             return self._last_ts
 
-    def _spawn(self, execution_id: str, task_name: str, generation: int) -> None:
+    def _spawn(
+        self, execution_id: str, task_name: str, generation: int, retry: object | None = None
+    ) -> None:
         with self._changed:
             if self._closed or self._pool is None:
                 raise UsageError("the simulator is not running; use it as a context manager")
-            self._pool.submit(self._run, execution_id, task_name, generation)
+            self._pool.submit(self._run, execution_id, task_name, generation, retry)
 
-    def _spawn_retry(self, execution_id: str, task_name: str, generation: int) -> None:
+    def _spawn_retry(self, execution_id: str, task_name: str, retry: object) -> None:
         with self._changed:
             if not self._closed:
-                self._spawn(execution_id, task_name, generation)
+                self._spawn(execution_id, task_name, 0, retry)
+
+    def _fire_in(self, delay: float) -> float:
+        """Seconds until a timer due in ``delay`` s fires: at the engine's next poll."""
+        if self.timers == "exact":
+            return delay
+        now = time.time()
+        return math.ceil((now + delay) / POLL_SECONDS) * POLL_SECONDS - now
+
+    def _retry_delay(self, retry: Retry, k: int) -> float:
+        if self.timers == "exact":
+            return retry.delay_before_retry(k)
+        retry.delay_before_retry(k)  # refuses a delay no record could outlive
+        # SimpleRetryPolicy.calculateRetryInterval: (int) (intervalInSeconds * multiplier^k),
+        # intervalInSeconds an Integer.
+        return float(int(int(retry.interval_in_seconds) * retry.multiplier**k))
+
+    def _timeout(self, task: Task) -> float | None:
+        seconds = task.timeout_in_seconds
+        if seconds is None or self.timers == "exact":
+            return seconds
+        # DAGOperations.getTimeoutSeconds: Long.valueOf, then > 0; anything else, no timeout.
+        return seconds if float(seconds).is_integer() and seconds > 0 else None
 
     def _schedule(self, delay: float, action: Callable[[], None]) -> None:
         def fire() -> None:
@@ -520,8 +574,15 @@ class EngineSimulator:
             self._timers.add(timer)
         timer.start()
 
-    def _run(self, execution_id: str, task_name: str, generation: int) -> None:
-        """One dispatch of a task, holding its task lock as the engine does."""
+    def _run(
+        self, execution_id: str, task_name: str, generation: int, retry: object | None
+    ) -> None:
+        """One dispatch of a task, holding its task lock as the engine does.
+
+        A retry (``retry``, its timer's token) dispatches whatever the task's state, as the
+        engine's time check does (``TimeCheckRunner.handleTimeCheck``, TASK_WAIT_CHECK,
+        straight to ``runTasks``), unless a newer retry replaced it.
+        """
         with self._changed:
             execution = self._executions[execution_id]
             found = execution.tasks.get(task_name)
@@ -530,12 +591,21 @@ class EngineSimulator:
         state = found
         with state.lock:
             with self._changed:
-                if state.generation != generation or state.status is not TaskStatus.READY:
+                if retry is not None:
+                    if state.retry is not retry:
+                        return  # a newer retry of the task replaced this one
+                    state.retry = None
+                elif state.generation != generation or state.status is not TaskStatus.READY:
                     return  # a redo replaced this run
                 if self._dag_status(execution) is not DagStatus.RUNNING:
                     return
-                state.attempts += 1
-                attempt, generation = state.attempts, state.renew()
+                # AbstractTaskRunner.updateTaskInvokeStartTime: a new invocation only if the
+                # last one ended; a redo of a RUNNING task does not count one.
+                if not state.open:
+                    state.attempts += 1
+                    state.open = True
+                state.dispatched += 1
+                attempt, generation = state.dispatched, state.renew()
                 if isinstance(state.node, FunctionNode):
                     state.spec = replace(state.function, input=self._input(execution, state))
                 spec = state.function
@@ -576,12 +646,17 @@ class EngineSimulator:
         if text is None:
             self._fail(execution.id, state, failure_reason(records))
         elif state.function.pattern is Pattern.TASK_ASYNC:
-            timeout = state.function.timeout_in_seconds
+            timeout = self._timeout(state.function)
             if timeout is not None:
                 generation = state.generation
                 self._schedule(
-                    timeout, lambda: self._time_out(execution.id, state.name, generation)
+                    self._fire_in(timeout),
+                    lambda: self._time_out(execution.id, state.name, generation),
                 )
+            elif state.function.timeout_in_seconds is not None:
+                seconds = state.function.timeout_in_seconds
+                reason = f"no timeout: timeoutInSeconds {seconds!r} is not a whole number"
+                self._move(state, TaskStatus.RUNNING, reason)
         else:
             status, output, message = judge_sync_answer(text)
             state.message = message
@@ -602,15 +677,21 @@ class EngineSimulator:
     def _fail(self, execution_id: str, state: _TaskState, message: str) -> None:
         """FAILED, then READY with a retry scheduled if the policy allows one."""
         state.message = message
+        state.open = False
         self._move(state, TaskStatus.FAILED, message)
         retry = state.function.retry
         if not retry.allows_retry(state.attempts):
             self._advance(self._executions[execution_id])
             return
         self._move(state, TaskStatus.READY, f"retry {state.attempts} scheduled")
-        delay = retry.delay_before_retry(state.attempts)
-        generation, name = state.generation, state.name
-        self._schedule(delay, lambda: self._spawn_retry(execution_id, name, generation))
+        delay = self._retry_delay(retry, state.attempts)
+        if delay == 0:  # DAGOperations.runTaskWithTimeInterval: at once, not through the poll
+            if not self._closed:
+                self._spawn(execution_id, state.name, state.generation)
+            return
+        token, name = object(), state.name
+        state.retry = token
+        self._schedule(self._fire_in(delay), lambda: self._spawn_retry(execution_id, name, token))
 
     # --- DAGs --------------------------------------------------------------------------------
 
@@ -619,6 +700,7 @@ class EngineSimulator:
     ) -> None:
         """SUCCEED with ``output``, mapped into the task's context first (if not empty)."""
         state.output = output
+        state.open = False
         if isinstance(state.node, FunctionNode) and output:
             self._map(
                 execution,

@@ -163,7 +163,11 @@ class Transition:
 
 @dataclass(frozen=True)
 class TaskView:
-    """A snapshot of one task: state, output, attempt count and history."""
+    """A snapshot of one task: state, output, attempt count and history.
+
+    ``attempts`` is the engine's count, the one its retry policy reads: a dispatch adds one
+    unless the run before it has not ended (a redo of a RUNNING task adds none).
+    """
 
     execution_id: str
     name: str

@@ -17,7 +17,9 @@ class Retry(RetryPolicy):
     (k = 1, 2, …, the number of attempts made so far) is what the engine's
     ``SimpleRetryPolicy.calculateRetryInterval`` computes: ``int(interval * multiplier**k)``
     seconds, truncated toward zero (``RetryPolicy``, the one the ledger checks its retention
-    against). A fractional ``interval_in_seconds`` keeps the same growth without truncation.
+    against). On the engine ``intervalInSeconds`` is an Integer: the simulator's default
+    clock cuts a fraction off (``0.5`` retries at once) and fires each retry at the engine's
+    next 3 s poll; ``EngineSimulator(timers="exact")`` takes a fraction as given.
     """
 
     def allows_retry(self, attempts_made: int) -> bool:
