@@ -2,7 +2,7 @@
 once, sent on a connection the store keeps for its scripts.
 
 redis-py's ``execute_command`` spends more of the client's time on a script call than the
-store does on its arguments and reply (cProfile, ``docs/benchmarks.md``): each call takes
+store does on its arguments and reply (cProfile, ``docs/benchmarks-log.md``): each call takes
 a connection from the pool and gives it back, with a poll of the socket that sets its
 timeout twice and four observability counters; runs the retry wrapper (no resends here,
 see ``_client``) and the per-command duration recorder; and frames every argument through
