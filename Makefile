@@ -45,7 +45,7 @@ DISTRIBUTIONS := . adapters/sql adapters/redis adapters/s3
 dist: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-dist.txt
 	rm -rf dist
-	for project in $(DISTRIBUTIONS); do $(BIN)/python -m build --outdir dist $$project || exit 1; done
+	for project in $(DISTRIBUTIONS); do $(BIN)/python -m build --no-isolation --outdir dist $$project || exit 1; done
 	$(BIN)/twine check --strict dist/*
 
 wheel-check: dist
