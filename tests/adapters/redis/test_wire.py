@@ -7,7 +7,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from typing import ClassVar
 
 import pytest
 import redis
@@ -16,7 +15,7 @@ import redis.asyncio
 from rill_executor import AsyncClaim, AsyncLedger, Claim, InProgress, Ledger, Replay
 from rill_executor._keys import job_id
 from rill_executor.store import StoreUnavailable
-from rill_executor.testing import StoreConformance
+from rill_executor.testing.conformance import ClaimsAndFencing, History, Outbox, Replays
 from rill_executor_redis import AsyncRedisStore, RedisStore, _wire
 from rill_executor_redis._wire import async_wire_for, wire_for
 from rill_executor_redis.testing import RedisServer
@@ -176,18 +175,13 @@ def test_without_the_parts_it_reads_the_store_runs_its_scripts_through_redis_py(
 
 
 @pytest.mark.usefixtures("redis_py_changed")
-class TestRedisWithoutTheWire(StoreConformance):
-    """The store contract's script calls through redis-py's own path (one process: a child
-    process imports the wire afresh). The groups left out run no other script path than
-    these: test_conformance.py runs them with the wire."""
+class TestRedisWithoutTheWire(ClaimsAndFencing, Replays, History, Outbox):
+    """The store contract's claims, replays, history and outbox through redis-py's own path
+    (redis-py sends every script alike; test_conformance.py runs every group with the wire)."""
 
     exact_listing = False
     expires_records = True
-    multiprocess = False
-    skip_groups: ClassVar = {
-        group: "redis-py runs every script alike; claims, replay, history and outbox call it"
-        for group in ("outputs", "purge", "resolution", "races", "leases", "hostile")
-    }
+    multiprocess = False  # a child process imports the wire afresh
 
     @pytest.fixture
     def store_url(self, redis_url: str) -> str:
