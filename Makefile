@@ -10,13 +10,16 @@
 # `make simulate` runs 100,000 schedules of the deterministic simulation (SIM_SEEDS to change).
 # `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
 # executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
+# `make dist` builds the wheel and sdist of the four distributions into dist/ and checks them
+# (twine check --strict); `make wheel-check` installs them in a fresh virtual environment
+# outside the clone and runs them there (.ci/wheel-check).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs simulate bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
+.PHONY: demo test lint docs simulate dist wheel-check bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +43,17 @@ test: lint
 
 simulate: $(VENV)/.installed
 	$(BIN)/python -m tests.simulation --seeds $(or $(SIM_SEEDS),0:100000)
+
+DISTRIBUTIONS := . adapters/sql adapters/redis adapters/s3
+
+dist: $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-dist.txt
+	rm -rf dist
+	for project in $(DISTRIBUTIONS); do $(BIN)/python -m build --no-isolation --outdir dist $$project || exit 1; done
+	$(BIN)/twine check --strict dist/*
+
+wheel-check: dist
+	.ci/wheel-check
 
 docs: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-docs.txt

@@ -10,7 +10,7 @@ the deliverer hands it to its ``redrive`` (the executor's, which runs the job ag
 alone, ends the job as a retryable failure that the engine is told of.
 
 Callbacks go out through aiohttp: a POST costs its client a fifth to a tenth of httpx's CPU
-(docs/benchmarks.md), and the deliverer sends one for every task.
+(docs/benchmarks-log.md), and the deliverer sends one for every task.
 """
 
 from __future__ import annotations

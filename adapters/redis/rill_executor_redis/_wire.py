@@ -2,7 +2,7 @@
 once, sent on a connection the store keeps for its scripts.
 
 redis-py's ``execute_command`` spends more of the client's time on a script call than the
-store does on its arguments and reply (cProfile, ``docs/benchmarks.md``): each call takes
+store does on its arguments and reply (cProfile, ``docs/benchmarks-log.md``): each call takes
 a connection from the pool and gives it back, with a poll of the socket that sets its
 timeout twice and four observability counters; runs the retry wrapper (no resends here,
 see ``_client``) and the per-command duration recorder; and frames every argument through
@@ -34,7 +34,10 @@ a connection of its own, and the next call opens a new one.
 
 Used only for a plain ``redis.Redis`` (``redis.asyncio.Redis``) on a plain
 ``ConnectionPool`` without client-side caching or maintenance notifications, whose
-connections have the redis-py internals read here (``wire_for``, ``async_wire_for``).
+connections have the redis-py internals read here (``wire_for``, ``async_wire_for``). Those
+internals (``SYNC_PARTS``, ``ASYNC_PARTS``) are checked on redis-py's own connection classes
+at import (``SYNC_MISSING``, ``ASYNC_MISSING``): a redis-py that renamed or removed one runs
+the scripts through its own path, as for any other client, never into an ``AttributeError``.
 Every other client, and every command other than the scripts, goes through redis-py as
 before. redis-py's own per-command metrics do not count these calls; the ledger's
 telemetry does.
@@ -55,7 +58,43 @@ import redis
 import redis.asyncio
 from redis.exceptions import InvalidResponse, NoScriptError, ResponseError
 
-__all__ = ["AsyncWire", "Wire", "async_wire_for", "command", "load", "wire_for"]
+__all__ = [
+    "ASYNC_MISSING",
+    "ASYNC_PARTS",
+    "SYNC_MISSING",
+    "SYNC_PARTS",
+    "AsyncWire",
+    "Wire",
+    "async_wire_for",
+    "command",
+    "load",
+    "missing_parts",
+    "wire_for",
+]
+
+# The parts of a redis-py connection the wire uses; those with an underscore are internals.
+SYNC_PARTS = ("_sock", "_parser", "send_packed_command", "disconnect", "can_read")
+ASYNC_PARTS = ("_reader", "_writer", "_close", "_parser", "connect", "disconnect", "socket_timeout")
+
+
+def missing_parts(
+    connection_class: type, parts: tuple[str, ...], kwargs: dict[str, Any] | None = None
+) -> list[str]:
+    """The parts a connection of ``connection_class`` (made with ``kwargs``, not connected)
+    lacks of ``parts``, and of its parser the error mapping ``_reply`` calls."""
+    try:
+        probe = connection_class(**(kwargs or {}))
+    except Exception as exc:  # whatever the reason, redis-py's path still works
+        return [f"{connection_class.__name__}(): {type(exc).__name__}"]
+    missing = [part for part in parts if not hasattr(probe, part)]
+    if not hasattr(getattr(probe, "_parser", None), "parse_error"):
+        missing.append("_parser.parse_error")
+    return missing
+
+
+# Checked once, at import: empty where the installed redis-py has every part.
+SYNC_MISSING = missing_parts(redis.Connection, SYNC_PARTS)
+ASYNC_MISSING = missing_parts(redis.asyncio.Connection, ASYNC_PARTS)
 
 
 def load(source: str) -> bytes:
@@ -216,20 +255,14 @@ def wire_for(client: object) -> Wire | None:
         return None
     if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
         return None
-    if not _has(pool, ("_sock", "_parser", "send_packed_command", "disconnect")):
+    if SYNC_MISSING or not _has(pool, SYNC_PARTS):
         return None
     return Wire(pool)
 
 
-def _has(pool: Any, attributes: tuple[str, ...]) -> bool:
-    """Whether the pool's connections have the parts of redis-py the wire reads: some are
-    its internals, so a redis-py that changed them gets its own path back, not an error."""
-    try:
-        probe = pool.connection_class(**pool.connection_kwargs)  # not connected, not counted
-    except Exception:  # whatever the reason, redis-py's path still works
-        return False
-    parser = getattr(probe, "_parser", None)
-    return all(hasattr(probe, a) for a in attributes) and hasattr(parser, "parse_error")
+def _has(pool: Any, parts: tuple[str, ...]) -> bool:
+    """Whether the pool's connections (of its own class and settings) have ``parts``."""
+    return not missing_parts(pool.connection_class, parts, pool.connection_kwargs)
 
 
 def _quiet(pool: Any) -> bool:
@@ -402,6 +435,6 @@ def async_wire_for(client: object) -> AsyncWire | None:
         return None  # the stream it writes to is these classes' own
     if not _quiet(pool) or "EVALSHA" in client.response_callbacks:
         return None
-    if not _has(pool, ("_reader", "_writer", "_parser", "is_connected", "socket_timeout")):
+    if ASYNC_MISSING or not _has(pool, ASYNC_PARTS):
         return None
     return AsyncWire(pool)

@@ -8,13 +8,15 @@ import time
 import uuid
 from collections.abc import Callable
 
+import pytest
 import redis
 import redis.asyncio
 
 from rill_executor import AsyncClaim, AsyncLedger, Claim, InProgress, Ledger, Replay
 from rill_executor._keys import job_id
 from rill_executor.store import StoreUnavailable
-from rill_executor_redis import AsyncRedisStore, RedisStore
+from rill_executor.testing.conformance import ClaimsAndFencing, History, Outbox, Replays
+from rill_executor_redis import AsyncRedisStore, RedisStore, _wire
 from rill_executor_redis._wire import async_wire_for, wire_for
 from rill_executor_redis.testing import RedisServer
 
@@ -126,6 +128,64 @@ def test_the_store_takes_its_own_path_only_where_redis_py_has_the_parts_it_reads
     assert wire_for(renamed) is None  # redis-py's own path, rather than an AttributeError
     plain.close()
     renamed.close()
+
+
+# -- a redis-py without the internals the wire reads: its own path for the scripts ----------
+
+GONE = "_renamed_by_a_later_redis_py"
+
+
+@pytest.fixture
+def redis_py_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import-time check as it would find a redis-py whose connections lost a part the
+    wire reads: the same detection, asked for one part more."""
+    monkeypatch.setattr(
+        _wire, "SYNC_MISSING", _wire.missing_parts(redis.Connection, (*_wire.SYNC_PARTS, GONE))
+    )
+    monkeypatch.setattr(
+        _wire,
+        "ASYNC_MISSING",
+        _wire.missing_parts(redis.asyncio.Connection, (*_wire.ASYNC_PARTS, GONE)),
+    )
+
+
+def test_the_installed_redis_py_has_every_part_the_wire_reads() -> None:
+    assert _wire.SYNC_MISSING == [] and _wire.ASYNC_MISSING == []
+    assert _wire.missing_parts(redis.Connection, (*_wire.SYNC_PARTS, GONE)) == [GONE]
+    assert _wire.missing_parts(_Renamed, _wire.SYNC_PARTS) == ["_sock"]
+
+
+@pytest.mark.usefixtures("redis_py_changed")
+def test_without_the_parts_it_reads_the_store_runs_its_scripts_through_redis_py(
+    make_store: MakeStore, redis_url: str
+) -> None:
+    store = make_store(redis_url)
+    inner = getattr(store, "store", store)  # the async twin behind its blocking face
+    assert inner._wire is None  # type: ignore[union-attr]
+    ledger = _ledger(store)
+    claim = ledger.claim("k")
+    assert isinstance(claim, Claim)
+    claim.heartbeat()
+    claim.commit({"ok": 1})
+    replay = ledger.claim("k")
+    assert isinstance(replay, Replay) and replay.result() == {"ok": 1}
+    assert ledger.record_event("k", "note") is True
+    status = ledger.status("k")
+    assert status is not None and status.result == {"ok": 1} and len(status.attempts) == 1
+
+
+@pytest.mark.usefixtures("redis_py_changed")
+class TestRedisWithoutTheWire(ClaimsAndFencing, Replays, History, Outbox):
+    """The store contract's claims, replays, history and outbox through redis-py's own path
+    (redis-py sends every script alike; test_conformance.py runs every group with the wire)."""
+
+    exact_listing = False
+    expires_records = True
+    multiprocess = False  # a child process imports the wire afresh
+
+    @pytest.fixture
+    def store_url(self, redis_url: str) -> str:
+        return redis_url
 
 
 # -- the asyncio pipe: one connection per event loop, shared by concurrent calls ------------
