@@ -22,6 +22,7 @@ from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer
 from ._dag import Dag, ForeachNode, FunctionNode, Node
 from ._dispatch import Transport, failure_reason, invoke_message, judge_sync_answer, prepare, send
+from ._javaorder import foreach_group_order
 from ._model import (
     CallbackRecord,
     DagStatus,
@@ -234,7 +235,9 @@ class EngineSimulator:
         out of it and runs its tasks once per element, concurrently, named
         ``{foreach}_{index}-{task}``; each group has its own context (the foreach's input
         plus the element under ``item``), and the foreach's output is
-        ``{"sub_context": [group contexts, in index order]}``.
+        ``{"sub_context": [group contexts]}``, in the engine's order: Java's hash order of
+        the groups' context fields (``_javaorder``), not index order (three groups come as
+        2, 1, 0), so whatever is mapped from it must carry its own index.
         """
         if not isinstance(dag, Dag):
             raise UsageError(f"submit_dag takes a Dag (Dag.load), got {dag!r}")
@@ -728,7 +731,10 @@ class EngineSimulator:
             state.message = failed[0].message
             self._move(state, TaskStatus.FAILED, f"group of {failed[0].name} failed")
             return True
-        output = {"sub_context": [copy.deepcopy(execution.sub_contexts[r]) for r in routes]}
+        # The engine lists the groups in Java's hash order of their context fields.
+        order = foreach_group_order(state.name, len(routes))
+        groups = [execution.sub_contexts[f"{state.name}_{index}"] for index in order]
+        output = {"sub_context": copy.deepcopy(groups)}
         state.output = output
         self._map(execution, node.output_mappings, execution.context, output=output)
         self._move(state, TaskStatus.SUCCEED, "all groups done")
