@@ -7,7 +7,7 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -21,7 +21,16 @@ from rill_executor import ConfigError, UsageError
 from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer
 from ._dag import Dag, ForeachNode, FunctionNode, Node
-from ._dispatch import Transport, failure_reason, invoke_message, judge_sync_answer, prepare, send
+from ._dispatch import (
+    DispatchRefused,
+    Transport,
+    auth_requested,
+    failure_reason,
+    invoke_message,
+    judge_sync_answer,
+    prepare,
+    send,
+)
 from ._javaorder import foreach_group_order
 from ._model import (
     CallbackRecord,
@@ -41,6 +50,7 @@ __all__ = ["EngineSimulator"]
 ILLEGAL_STATE = 30601  # TraversalErrorCode.DAG_ILLEGAL_STATE
 EXECUTION_NOT_FOUND = 30605  # TraversalErrorCode.DAG_EXECUTION_NOT_FOUND
 INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
+_AUTH = "generate_auth"
 
 
 # Generations are unique across tasks, so a run or timer of a task a redo removed (a foreach
@@ -78,12 +88,8 @@ class _TaskState:
 
     @property
     def done(self) -> bool:
-        """Whether successors may run: SUCCEED, SKIPPED, or FAILED with ``tolerance``."""
-        return self.status in {TaskStatus.SUCCEED, TaskStatus.SKIPPED} or self.tolerated
-
-    @property
-    def tolerated(self) -> bool:
-        return self.status is TaskStatus.FAILED and self.spec is not None and self.spec.tolerance
+        """Whether successors may run: SUCCEED or SKIPPED (a failure with ``tolerance``)."""
+        return self.status in {TaskStatus.SUCCEED, TaskStatus.SKIPPED}
 
 
 @dataclass
@@ -109,14 +115,18 @@ class EngineSimulator:
     Dispatches run in background threads with the engine's HTTP client timeouts and one
     identical resend (see ``Transport``); a failed dispatch, a failing answer or callback
     and an async timeout all go through the task's ``Retry`` policy. ``sign_secret`` makes
-    every callback URL carry the engine's ``sign``. ``lock_timeout`` is how long a callback
-    waits for the task lock (the engine's 10 s) before it is answered 500/30101.
+    every callback URL carry the engine's ``sign``; with ``sign_workspaces`` only those of
+    the listed workspaces (the engine's list of business ids) and of dispatches whose input
+    sets ``generate_auth`` to true or 1, which the engine then leaves out of the body.
+    ``lock_timeout`` is how long a callback waits for the task lock (the engine's 10 s)
+    before it is answered 500/30101.
     """
 
     def __init__(
         self,
         *,
         sign_secret: str | None = None,
+        sign_workspaces: Collection[str] | None = None,
         transport: Transport | None = None,
         lock_timeout: float = 10.0,
         callback_max_chars: int = 6144,
@@ -125,6 +135,7 @@ class EngineSimulator:
         if lock_timeout <= 0 or callback_max_chars <= 0 or max_workers <= 0:
             raise ConfigError("lock_timeout, callback_max_chars and max_workers must be > 0")
         self.sign_secret = sign_secret
+        self.sign_workspaces = None if sign_workspaces is None else frozenset(sign_workspaces)
         self.transport = transport or Transport()
         self.lock_timeout = lock_timeout
         self.callback_max_chars = callback_max_chars
@@ -204,9 +215,11 @@ class EngineSimulator:
         """Create an execution of ``tasks``; dispatch them all unless ``dispatch=False``.
 
         Returns the execution id, ``{workspace}:{dag}_c_{uuid}``. Tasks have no dependencies
-        here: each is dispatched on its own (``dispatch`` dispatches one later). The
-        execution is finished once a task without ``tolerance`` fails for good or every task
-        succeeded; callbacks for a finished execution are answered "is finished".
+        here: each is dispatched on its own (``dispatch`` dispatches one later). As the
+        engine's, the execution runs while any task has not finished (one not dispatched yet
+        included), then ends FAILED if a task failed for good, else SUCCEED (a task with
+        ``tolerance`` that failed for good is SKIPPED); callbacks for a finished execution
+        are answered "is finished".
         """
         names = [task.name for task in tasks]
         if not tasks or len(set(names)) != len(names):
@@ -229,7 +242,7 @@ class EngineSimulator:
         """Run ``dag`` with ``context`` as the engine does; returns the execution id.
 
         The id is ``{workspace}:{dagName}_c_{uuid}``. Root tasks are dispatched at once, a
-        successor once all its predecessors succeeded (or failed with ``tolerance``). A
+        successor once all its predecessors succeeded or were SKIPPED (failed with ``tolerance``). A
         task's input is mapped from the context at each dispatch, its output mapped back
         into the context when it succeeds. A foreach maps its input, takes the collection
         out of it and runs its tasks once per element, concurrently, named
@@ -445,7 +458,8 @@ class EngineSimulator:
             state.message = invoke_message(request.output)
             self._succeed(execution, state, request.output, f"{request.endpoint} success")
         else:
-            self._fail(execution.id, state, invoke_message(request.output) or "failed by callback")
+            message = invoke_message(request.output) or "failed by callback"
+            self._fail(execution.id, state, message, request.output)
         return ok_answer(status)
 
     # --- internals -----------------------------------------------------------------------------
@@ -472,12 +486,14 @@ class EngineSimulator:
     @staticmethod
     def _dag_status(execution: _Execution) -> DagStatus:
         states = [s for s in execution.tasks.values() if s.route is None]
-        failed = any(s.status is TaskStatus.FAILED and not s.tolerated for s in states)
-        if execution.dag is not None and any(
-            s.status in {TaskStatus.READY, TaskStatus.RUNNING} for s in states
-        ):
-            return DagStatus.RUNNING  # the engine's DAG runs on while a task can
-        if failed:
+        # DAGWalkHelper.calculateDAGStatus: RUNNING while a task is READY or RUNNING or could
+        # start (a task of submit() not dispatched yet), whatever failed meanwhile.
+        runnable = {TaskStatus.READY, TaskStatus.RUNNING}
+        if execution.dag is None:
+            runnable.add(TaskStatus.NOT_STARTED)
+        if any(s.status in runnable for s in states):
+            return DagStatus.RUNNING
+        if any(s.status is TaskStatus.FAILED for s in states):
             return DagStatus.FAILED
         if all(s.status.is_final for s in states):
             return DagStatus.SUCCEED
@@ -542,14 +558,23 @@ class EngineSimulator:
                 spec = state.function
                 self._move(state, TaskStatus.RUNNING, f"dispatch {attempt}")
             ts = self._next_ts()
-            callback = callback_url(self.trigger_url, execution_id, task_name, ts, self.sign_secret)
-            prepared = prepare(
-                spec,
-                execution_id,
-                flow_server=self.url,
-                callback=callback,
-                traceparent=execution.traceparent,
-            )
+            secret = self._secret_for(execution_id, spec)
+            if secret is not None:  # the engine takes generate_auth out of the input it signs
+                spec = replace(spec, input={k: v for k, v in spec.input.items() if k != _AUTH})
+            callback = callback_url(self.trigger_url, execution_id, task_name, ts, secret)
+            try:
+                prepared = prepare(
+                    spec,
+                    execution_id,
+                    flow_server=self.url,
+                    callback=callback,
+                    traceparent=execution.traceparent,
+                )
+            except DispatchRefused as refused:  # nothing was sent: a failed dispatch
+                with self._changed:
+                    if state.generation == generation:
+                        self._fail(execution_id, state, str(refused))
+                return
             assert self._client is not None  # set by start(), before any dispatch
             records, text = send(
                 self._client,
@@ -566,6 +591,16 @@ class EngineSimulator:
                 if state.generation != generation:
                     return  # redone while the request was on the wire
                 self._after_dispatch(execution, state, records, text)
+
+    def _secret_for(self, execution_id: str, spec: Task) -> str | None:
+        """The secret to sign this dispatch's callback URL with (``FlowAuthHeaderGenerator``):
+        a workspace on the engine's list, or an input asking with ``generate_auth``."""
+        if self.sign_secret is None:
+            return None
+        listed = self.sign_workspaces is None or (
+            execution_id.split(":", 1)[0] in self.sign_workspaces
+        )
+        return self.sign_secret if listed or auth_requested(spec.input) else None
 
     def _after_dispatch(
         self,
@@ -589,7 +624,7 @@ class EngineSimulator:
             if status is TaskStatus.SUCCEED:
                 self._succeed(execution, state, output or {}, "sync answer")
             else:
-                self._fail(execution.id, state, message or "sync answer failed")
+                self._fail(execution.id, state, message or "sync answer failed", output)
 
     def _time_out(self, execution_id: str, task_name: str, generation: int) -> None:
         state = self._executions[execution_id].tasks.get(task_name)
@@ -600,11 +635,25 @@ class EngineSimulator:
                 state.renew()
                 self._fail(execution_id, state, "timeout")
 
-    def _fail(self, execution_id: str, state: _TaskState, message: str) -> None:
-        """FAILED, then READY with a retry scheduled if the policy allows one."""
+    def _fail(
+        self,
+        execution_id: str,
+        state: _TaskState,
+        message: str,
+        output: dict[str, Any] | None = None,
+    ) -> None:
+        """FAILED, then READY with a retry scheduled if the policy allows one.
+
+        With no retry left, a task with ``tolerance`` is SKIPPED instead
+        (``FunctionTaskRunner.handleNormalCallback``, ``AbstractTaskRunner.run``), and its
+        ``output`` (an answer's or a callback's) is mapped as a success's would be.
+        """
         state.message = message
-        self._move(state, TaskStatus.FAILED, message)
         retry = state.function.retry
+        if state.function.tolerance and not retry.allows_retry(state.attempts):
+            self._skip(self._executions[execution_id], state, output, message)
+            return
+        self._move(state, TaskStatus.FAILED, message)
         if not retry.allows_retry(state.attempts):
             self._advance(self._executions[execution_id])
             return
@@ -628,6 +677,24 @@ class EngineSimulator:
                 output=copy.deepcopy(output),
             )
         self._move(state, TaskStatus.SUCCEED, reason)
+        self._advance(execution)
+
+    def _skip(
+        self,
+        execution: _Execution,
+        state: _TaskState,
+        output: dict[str, Any] | None,
+        message: str,
+    ) -> None:
+        state.output = output
+        if isinstance(state.node, FunctionNode) and output:
+            self._map(
+                execution,
+                state.node.output_mappings,
+                self._context_of(execution, state),
+                output=copy.deepcopy(output),
+            )
+        self._move(state, TaskStatus.SKIPPED, f"failed with tolerance: {message}")
         self._advance(execution)
 
     def _map(
@@ -722,7 +789,7 @@ class EngineSimulator:
         """``finishParentTask``: once no group runs, the foreach succeeds or fails."""
         routes = _routes(execution, state.name)
         children = [s for s in execution.tasks.values() if _parent(s) == state.name]
-        failed = [s for s in children if s.status is TaskStatus.FAILED and not s.tolerated]
+        failed = [s for s in children if s.status is TaskStatus.FAILED]
         # A group is done when all its tasks are, failed as soon as one of them failed.
         failed_routes = {s.route for s in failed}
         if any(not s.done and s.route not in failed_routes for s in children):
