@@ -248,6 +248,21 @@ def test_the_dag_maps_what_each_route_takes_and_answers() -> None:
     )
 
 
+def test_the_deployment_steps_name_the_descriptor_as_the_engine_stores_it() -> None:
+    """DAGDescriptorService.saveDescriptorVO (rill-flow-service, DAGDescriptorService.java:
+    88-92) refuses a descriptor whose workspace and dagName are not the request's business_id
+    and feature_name ("name not match"); submit.json finds it as business_id:feature_name."""
+    descriptor = ROOT / "examples/transcode/transcode.yaml"
+    dag = yaml.safe_load(descriptor.read_text())
+    names = (dag["workspace"], dag["dagName"])
+    for where in (descriptor, ROOT / "examples/transcode/README.md"):
+        text = re.sub(r"#\s*", "", where.read_text())  # the YAML's steps are in comments
+        adds = re.findall(r"business_id=(\w+)&\s*feature_name=(\w+)", text)
+        submits = re.findall(r"descriptor_id=(\w+):(\w+)", text)
+        assert adds and submits, where
+        assert set(adds) == set(submits) == {names}, where
+
+
 def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
     otel: Otel, moto: MotoServer, outputs: str, tmp_path: Path
 ) -> None:

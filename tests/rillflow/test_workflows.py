@@ -461,11 +461,9 @@ def _edit(old: str, new: str) -> str:
         ),
         (_edit("next: merge", "next: mrege"), r"task 'shards'\.next: no task 'mrege'"),
         (
-            _edit(
-                "category: function",
-                "category: foreach",
-            ),
-            r"task 'split': unsupported field",
+            # A foreach's resourceName and pattern mean nothing to the engine: ignored.
+            _edit("category: function", "category: foreach"),
+            r"task 'split'\.iterationMapping: expected a mapping",
         ),
         (
             _edit("        pattern: task_async", "        category: foreach"),
