@@ -70,6 +70,11 @@ def _app(executor: Executor) -> FastAPI:
         received = await record(request)
         return Response(json.loads(received.body)["answer"], media_type="application/json")
 
+    @app.post("/fail")
+    async def fail(request: Request) -> Response:
+        await record(request)
+        return Response(status_code=503)
+
     @app.post("/ack")
     async def ack(request: Request) -> dict[str, str]:
         await record(request)
@@ -277,6 +282,24 @@ def test_the_engine_itself_sends_no_trace_header(
     engine.wait_for_dispatches(execution_id, "t", 1)
     [received] = executor.of(execution_id)
     assert received.header("traceparent") == []
+
+
+def test_with_the_trace_agent_each_request_carries_its_own_parent_id(
+    engine: EngineSimulator, executor: Executor
+) -> None:
+    # docker/setenv.sh:3-4: the engine's image runs the OpenTelemetry Java agent when a trace
+    # endpoint is set; the agent (not the engine's source) opens a client span per request,
+    # so a dispatch and its resend carry different parent ids of one trace.
+    trace = "0af7651916cd43dd8448eb211c80319c"
+    traceparent = f"00-{trace}-b7ad6b7169203331-01"
+    execution_id = engine.submit(Task("t", f"{executor.url}/fail"), traceparent=traceparent)
+    engine.wait_for(execution_id, "t")
+
+    sent = [r.header("traceparent") for r in executor.of(execution_id)]
+    assert len(sent) == 2 and all(len(one) == 1 for one in sent)
+    (first,), (second,) = sent
+    assert first != second and traceparent not in (first, second)
+    assert first.split("-")[1] == second.split("-")[1] == trace
 
 
 # --- descriptors -------------------------------------------------------------------------------

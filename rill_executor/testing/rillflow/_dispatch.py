@@ -8,6 +8,8 @@ output and a status).
 from __future__ import annotations
 
 import json
+import re
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,7 +62,8 @@ class Transport:
 
 @dataclass(frozen=True)
 class PreparedDispatch:
-    """One dispatch as it goes on the wire (both sends of it are identical)."""
+    """One dispatch as it goes on the wire (both sends of it are identical but for the
+    agent's ``traceparent``)."""
 
     method: str
     url: str
@@ -146,8 +149,8 @@ def prepare(
     ``header::setAll``). A POST body is JSON, or form-encoded when the Content-Type is
     exactly ``application/x-www-form-urlencoded`` (``buildHttpEntity``); with any other
     Content-Type the engine's RestTemplate has no converter for the body's map, and the
-    dispatch fails unsent (``DispatchRefused``). ``traceparent`` is what the OpenTelemetry
-    Java agent would add (the engine itself sends none).
+    dispatch fails unsent (``DispatchRefused``). ``traceparent`` stands in for the
+    OpenTelemetry Java agent (the engine itself sends none): each send carries a child of it.
     """
     query, body, input_headers = _split_input(execution_id, task.input)
     query["name"] = task.name
@@ -186,15 +189,28 @@ def _is_json(content_type: str) -> bool:
     )
 
 
+_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-[0-9a-f]{16}-([0-9a-f]{2})")
+
+
+def _agent_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers of one send: the OpenTelemetry Java agent opens a client span for every
+    request, so each send (the resend too) carries its own parent id in the trace."""
+    sent = dict(headers)
+    match = _TRACEPARENT.fullmatch(sent.get("traceparent", ""))
+    if match is not None:
+        sent["traceparent"] = f"00-{match[1]}-{secrets.token_hex(8)}-{match[2]}"
+    return sent
+
+
 def _send_once(
-    client: httpx.Client, prepared: PreparedDispatch
+    client: httpx.Client, prepared: PreparedDispatch, headers: Mapping[str, str]
 ) -> tuple[int | None, str | None, str | None]:
     try:
         response = client.request(
             prepared.method,
             prepared.url,
             params=dict(prepared.query),
-            headers=dict(prepared.headers),
+            headers=dict(headers),
             content=prepared.content,
         )
     except httpx.HTTPError as exc:
@@ -220,7 +236,8 @@ def send(
     records: list[DispatchRecord] = []
     for number in range(1, 3 if transport.resend else 2):
         started_at, started = time.time(), time.monotonic()
-        status_code, text, error = _send_once(client, prepared)
+        headers = _agent_headers(prepared.headers)
+        status_code, text, error = _send_once(client, prepared, headers)
         record = DispatchRecord(
             execution_id=execution_id,
             task_name=task_name,
@@ -229,7 +246,7 @@ def send(
             method=prepared.method,
             url=prepared.url,
             query=dict(prepared.query),
-            headers=dict(prepared.headers),
+            headers=headers,
             body=None if prepared.body is None else dict(prepared.body),
             ts=ts,
             started_at=started_at,
