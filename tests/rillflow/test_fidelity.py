@@ -75,6 +75,11 @@ def _app(executor: Executor) -> FastAPI:
         await record(request)
         return Response(status_code=503)
 
+    @app.post("/refuse")
+    async def refuse(request: Request) -> dict[str, str]:
+        await record(request)
+        return {"result_type": "FAILED", "uri": "s3://partial"}
+
     @app.post("/ack")
     async def ack(request: Request) -> dict[str, str]:
         await record(request)
@@ -378,3 +383,40 @@ def test_a_tolerated_failure_is_skipped(engine: EngineSimulator, executor: Execu
 
     assert (view.status, view.message) == (TaskStatus.SKIPPED, "no codec")
     assert engine.execution_status(execution_id) is DagStatus.SUCCEED
+
+
+TOLERANT = """
+type: flow
+workspace: media
+dagName: video
+tasks:
+  - category: function
+    name: probe
+    pattern: task_sync
+    resourceName: http://executor/refuse
+    tolerance: true
+    outputMappings:
+      - {source: $.output.uri, target: $.context.uri}
+    next: publish
+  - category: function
+    name: publish
+    pattern: task_sync
+    resourceName: http://executor/ack
+    inputMappings:
+      - {source: $.context.uri, target: $.input.uri}
+"""
+
+
+def test_a_tolerated_failures_output_is_mapped_and_its_successor_runs(
+    engine: EngineSimulator, executor: Executor
+) -> None:
+    # FunctionTaskRunner.java:114 (needUpdateContext: success or skip) and 344-357: the
+    # SKIPPED task's output goes through its outputMappings; DAGWalkHelper.java:73,80-92 lets
+    # a successor of a SKIPPED task run.
+    execution_id = engine.submit_dag(Dag.load(TOLERANT, base_url=executor.url), {})
+    engine.wait_until(lambda: engine.execution_status(execution_id) is DagStatus.SUCCEED)
+
+    assert engine.task(execution_id, "probe").status is TaskStatus.SKIPPED
+    assert engine.context(execution_id) == {"uri": "s3://partial"}
+    [publish] = engine.dispatches(execution_id, "publish")
+    assert publish.body == {"execution_id": execution_id, "uri": "s3://partial"}
