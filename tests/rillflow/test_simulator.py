@@ -355,9 +355,7 @@ def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_w
 def test_a_callback_after_the_timeout_failed_the_task_is_a_repeated_finish(
     http: httpx.Client, engine: EngineSimulator, executor: Executor
 ) -> None:
-    task = Task(
-        "encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2, tolerance=True
-    )
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
     waiting = Task("publish", f"{executor.url}/echo")  # keeps the execution running
     execution_id = _timed_out(engine, executor, task, waiting)
     view = engine.task(execution_id, "encode")
