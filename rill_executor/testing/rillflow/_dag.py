@@ -41,7 +41,8 @@ _FUNCTION = _COMMON | {
 _FOREACH = _COMMON | {"iterationMapping", "tasks"}
 _DAG = {"version", "type", "workspace", "dagName", "tasks"}
 
-# The properties of the engine's own classes (their @JsonCreator), read by its YAML mapper.
+# The properties the engine's YAML mapper reads into its own classes (their @JsonCreator,
+# and BaseTask's setters).
 _ENGINE_TASK = {
     *("name", "title", "description", "category", "next", "tolerance", "inputMappings"),
     *("outputMappings", "progress", "degrade", "timeline", "keyCallback", "keyExp"),
@@ -51,7 +52,8 @@ _ENGINE_FUNCTION = _ENGINE_TASK | {
     *("resourceName", "resourceProtocol", "resource", "pattern", "successConditions"),
     *("failConditions", "retry", "requestType"),
 }  # FunctionTask
-_ENGINE_FOREACH = (_ENGINE_TASK - {"tolerance"}) | {"synchronization", "iterationMapping", "tasks"}
+# ForeachTask; its tolerance too, set through BaseTask's setter.
+_ENGINE_FOREACH = _ENGINE_TASK | {"synchronization", "iterationMapping", "tasks"}
 _ENGINE_DAG = {
     *("workspace", "dagName", "version", "type", "timer", "tasks", "resources", "callback"),
     *("callback_config", "callbackConfig", "defaultContext", "commonMapping", "namespace"),
