@@ -57,7 +57,7 @@ _ENGINE_FOREACH = _ENGINE_TASK | {"synchronization", "iterationMapping", "tasks"
 _ENGINE_DAG = {
     *("workspace", "dagName", "version", "type", "timer", "tasks", "resources", "callback"),
     *("callback_config", "callbackConfig", "defaultContext", "commonMapping", "namespace"),
-    *("service", "inputSchema", "output"),
+    *("service", "inputSchema", "output", "endTaskName"),
 }  # DAG
 _ENGINE_RETRY = {"intervalInSeconds", "maxRetryTimes", "multiplier", "conditions"}  # Retry
 _ENGINE_TIMELINE = {
