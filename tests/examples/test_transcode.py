@@ -111,8 +111,12 @@ def test_the_workflow_merges_a_playable_video_from_the_segments_in_the_bucket(
     merged.write_bytes(setup.read(context["merged_uri"]))
     assert hashlib.sha256(merged.read_bytes()).hexdigest() == context["merged_sha256"]
     assert media.frames(merged) == 3 * FRAMES  # FFmpeg decodes every frame of every segment
+    # The foreach's groups come in the engine's hash order: each carries its own segment.
+    transcoded = {group["segment"]: group["sha256"] for group in context["transcoded"]}
+    assert sorted(transcoded) == context["segments"]
     with setup.ledger() as ledger:
-        for segment, sha256 in zip(context["segments"], context["segment_sha256"], strict=True):
+        for segment in context["segments"]:
+            sha256 = transcoded[segment]
             status = ledger.status(segment_key(setup.video, segment, **V2), handler="transcode")
             assert status is not None and status.result_version == "h264-v2"
             [ref] = status.outputs
@@ -120,7 +124,7 @@ def test_the_workflow_merges_a_playable_video_from_the_segments_in_the_bucket(
             assert hashlib.sha256(setup.read(ref.uri)).hexdigest() == sha256 == ref.sha256
         merge = ledger.status(f"{setup.video}:h264-v2", handler="merge")
         assert merge is not None
-        assert merge.result["segments"] == context["segment_sha256"]
+        assert merge.result["segments"] == [transcoded[s] for s in context["segments"]]
 
 
 def test_a_finished_segment_replays_and_a_new_version_runs_again(setup: Setup) -> None:
@@ -234,12 +238,29 @@ def test_the_dag_maps_what_each_route_takes_and_answers() -> None:
     iteration = {m["target"].removeprefix("$.input.") for m in foreach["inputMappings"]}
     assert {m["source"].removeprefix("$.context.") for m in foreach["inputMappings"]} <= context
     collected = check(transcode, iteration - {"segments"} | {"segment"})
-    assert {m["source"] for m in foreach["outputMappings"]} <= {
-        f"$.output.sub_context.[*].{name}" for name in collected
-    }
+    # The groups' contexts, whole: they come in hash order, each with its own segment.
+    assert foreach["outputMappings"] == [
+        {"source": "$.output.sub_context", "target": "$.context.transcoded"}
+    ]
+    assert {"segment", "sha256"} <= collected
     check(
         merge, context | {m["target"].removeprefix("$.context.") for m in foreach["outputMappings"]}
     )
+
+
+def test_the_deployment_steps_name_the_descriptor_as_the_engine_stores_it() -> None:
+    """DAGDescriptorService.saveDescriptorVO (rill-flow-service, DAGDescriptorService.java:
+    88-92) refuses a descriptor whose workspace and dagName are not the request's business_id
+    and feature_name ("name not match"); submit.json finds it as business_id:feature_name."""
+    descriptor = ROOT / "examples/transcode/transcode.yaml"
+    dag = yaml.safe_load(descriptor.read_text())
+    names = (dag["workspace"], dag["dagName"])
+    for where in (descriptor, ROOT / "examples/transcode/README.md"):
+        text = re.sub(r"#\s*", "", where.read_text())  # the YAML's steps are in comments
+        adds = re.findall(r"business_id=(\w+)&\s*feature_name=(\w+)", text)
+        submits = re.findall(r"descriptor_id=(\w+):(\w+)", text)
+        assert adds and submits, where
+        assert set(adds) == set(submits) == {names}, where
 
 
 def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(

@@ -365,9 +365,7 @@ def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_w
 def test_a_callback_after_the_timeout_failed_the_task_is_a_repeated_finish(
     http: httpx.Client, exact: EngineSimulator, executor: Executor
 ) -> None:
-    task = Task(
-        "encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2, tolerance=True
-    )
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
     waiting = Task("publish", f"{executor.url}/echo")  # keeps the execution running
     execution_id = _timed_out(exact, executor, task, waiting)
     view = exact.task(execution_id, "encode")

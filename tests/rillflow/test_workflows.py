@@ -61,8 +61,8 @@ tasks:
       - source: $.context.profile
         target: $.input.profile
     outputMappings:
-      - source: $.output.sub_context.[*].uri
-        target: $.context.uris
+      - source: $.output.sub_context
+        target: $.context.parts
     next: merge
     tasks:
       - category: function
@@ -88,8 +88,8 @@ tasks:
     inputMappings:
       - source: $.context.video
         target: $.input.video
-      - source: $.context.uris
-        target: $.input.uris
+      - source: $.context.parts
+        target: $.input.parts
     outputMappings:
       - source: $.output.uri
         target: $.context.result
@@ -151,6 +151,10 @@ class Service:
         @self.app.post("/merge")
         async def merge(request: Request) -> dict[str, Any]:
             body = await request.json()
+            # The engine lists the foreach's groups in hash order: each carries its segment.
+            parts = body.pop("parts", None)
+            if parts is not None:
+                body["uris"] = _uris(parts)
             self.merges.append(body)
             if self.engine is not None:
                 tasks = self.engine.tasks(request.query_params["execution_id"])
@@ -188,6 +192,11 @@ def engine(service: Service) -> Iterator[EngineSimulator]:
 CONTEXT = {"video": "A", "count": 3, "profile": "h264"}
 
 
+def _uris(parts: list[dict[str, Any]]) -> list[str]:
+    """The shards' URIs in segment order, from the foreach's group contexts (any order)."""
+    return [part["uri"] for part in sorted(parts, key=lambda part: part["segment"]["index"])]
+
+
 def _finished(engine: EngineSimulator, execution_id: str, merges: int) -> None:
     """Wait until the execution succeeded with ``merges`` merge dispatches answered."""
     engine.wait_until(
@@ -210,7 +219,7 @@ def test_split_foreach_merge_runs_to_succeed_through_the_context(
     assert {view.status for view in tasks.values()} == {TaskStatus.SUCCEED}
     uris = [f"s3://out/A/{i}.h264" for i in range(3)]
     context = engine.context(execution_id)
-    assert context["uris"] == uris  # the foreach's outputMappings over sub_context.[*]
+    assert _uris(context["parts"]) == uris  # the foreach's outputMappings over sub_context
     assert context["result"] == "s3://out/A.mp4"
     assert len(context["segments"]) == 3
     assert service.merges == [{"execution_id": execution_id, "video": "A", "uris": uris}]
@@ -226,6 +235,19 @@ def test_split_foreach_merge_runs_to_succeed_through_the_context(
     assert tasks["shards_1-transcode"].output is not None
     assert tasks["shards_1-transcode"].output["uri"] == "s3://out/A/1.h264"
     assert service.runs == Counter({f"A:{i}:h264": 1 for i in range(3)})
+
+
+def test_a_foreachs_sub_context_lists_its_groups_in_the_engines_hash_order(
+    service: Service, dag: Dag, engine: EngineSimulator
+) -> None:
+    # AbstractTaskRunner.getSubTaskContextMap → ContextHelper.getSubContextList: the values
+    # of ContextDAO.buildContext's HashMap, keyed "__shards_0".."__shards_2".
+    execution_id = engine.submit_dag(dag, CONTEXT)
+    _finished(engine, execution_id, 1)
+    output = engine.task(execution_id, "shards").output
+    assert output is not None
+    assert [group["segment"]["index"] for group in output["sub_context"]] == [1, 0, 2]
+    assert engine.context(execution_id)["parts"] == output["sub_context"]
 
 
 def test_a_successor_waits_for_all_its_predecessors(
@@ -289,7 +311,9 @@ def test_redo_of_a_running_child_dispatches_it_again_concurrently(
     release.set()
     _finished(engine, execution_id, 1)
     assert service.runs == Counter({f"A:{i}:h264": 1 for i in range(3)})
-    assert engine.context(execution_id)["uris"] == [f"s3://out/A/{i}.h264" for i in range(3)]
+    assert _uris(engine.context(execution_id)["parts"]) == [
+        f"s3://out/A/{i}.h264" for i in range(3)
+    ]
 
 
 def test_redo_with_a_context_change_runs_the_changed_keys(
@@ -333,7 +357,7 @@ def test_an_empty_collection_succeeds_the_foreach_without_children(
     assert sorted(engine.tasks(execution_id)) == ["merge", "shards", "split"]
     assert engine.task(execution_id, "shards").message == "loop collection or subTasks empty"
     # As the engine: no group ran, so the foreach's outputMappings did not run either.
-    assert "uris" not in engine.context(execution_id)
+    assert "parts" not in engine.context(execution_id)
     assert service.merges == [{"execution_id": execution_id, "video": "A"}]
 
 
@@ -359,7 +383,7 @@ def test_the_descriptors_retry_runs_a_failed_child_again(
     first, *_, last = engine.dispatches(execution_id, "shards_2-transcode")
     assert first.body == last.body  # the retry's input is mapped again from the same context
     assert service.runs["A:2:h264"] == 2
-    assert engine.context(execution_id)["uris"][2] == "s3://out/A/2.h264"
+    assert _uris(engine.context(execution_id)["parts"])[2] == "s3://out/A/2.h264"
 
 
 def test_a_failed_group_fails_the_foreach_once_no_group_runs(
@@ -381,7 +405,7 @@ def test_a_failed_group_fails_the_foreach_once_no_group_runs(
     assert tasks["shards"].status is TaskStatus.FAILED
     assert tasks["shards"].message == tasks["shards_0-transcode"].message
     assert tasks["merge"].status is TaskStatus.NOT_STARTED
-    assert "uris" not in engine.context(execution_id)
+    assert "parts" not in engine.context(execution_id)
     assert engine.dispatches(execution_id, "merge") == []
 
 
@@ -437,11 +461,9 @@ def _edit(old: str, new: str) -> str:
         ),
         (_edit("next: merge", "next: mrege"), r"task 'shards'\.next: no task 'mrege'"),
         (
-            _edit(
-                "category: function",
-                "category: foreach",
-            ),
-            r"task 'split': unsupported field",
+            # A foreach's resourceName and pattern mean nothing to the engine: ignored.
+            _edit("category: function", "category: foreach"),
+            r"task 'split'\.iterationMapping: expected a mapping",
         ),
         (
             _edit("        pattern: task_async", "        category: foreach"),

@@ -2,8 +2,9 @@
 
 Answers follow the engine's ``FlowController`` and its exception handler
 (``WebExceptionHandler`` with ``HttpResponse``, serialised without null fields):
-errors are ``{"request_id": …, "error_code": …, "error": …}``, success is
-``{"request_id": …, "result": "ok"}``. ``trigger.json`` looks the task up before anything
+errors are ``{"request_id": …, "error_code": …, "error": …}`` (with ``"pass_through": true``
+on a 400 of error code 30107, 30109 or 30110: ``WebExceptionHandler.handleBizException``),
+success is ``{"request_id": …, "result": "ok"}``. ``trigger.json`` looks the task up before anything
 else (``FlowController.trigger``), so an unknown execution or task is answered
 400/30109 "task not exists {E}:{T}" there; 500/30605 ("not found") only comes from
 ``finish.json``, whose checks run inside the engine's ``validateDAGInfo``.
@@ -28,6 +29,9 @@ __all__ = ["Answer", "FinishRequest", "Finisher", "build_app", "error_answer"]
 
 # BizError.ERROR_DATA_FORMAT: bad parameters, unknown task, oversized context.
 DATA_FORMAT = 30109
+# WebExceptionHandler.PASS_THROUGH_ERROR_CODE: ERROR_DEGRADED, ERROR_DATA_FORMAT,
+# ERROR_DATA_RESTRICTION; marked "pass_through" when a TaskException (a 400) carries one.
+_PASS_THROUGH = frozenset({30107, DATA_FORMAT, 30110})
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,9 @@ def _request_id() -> str:
 def error_answer(
     http_status: int, code: int, message: str, task_status: TaskStatus | None = None
 ) -> Answer:
-    body = {"request_id": _request_id(), "error_code": code, "error": message}
+    body: dict[str, Any] = {"request_id": _request_id(), "error_code": code, "error": message}
+    if http_status == 400 and code in _PASS_THROUGH:
+        body["pass_through"] = True
     return Answer(http_status, body, task_status)
 
 
@@ -106,8 +112,21 @@ def _parse_body(text: str, *, required: bool) -> dict[str, Any] | Answer | None:
 
 
 def _too_large(body: Mapping[str, Any], limit: int) -> bool:
-    # DAGContextBuilder compares the length of fastjson's compact serialisation.
-    return len(json.dumps(body, separators=(",", ":"), ensure_ascii=False)) > limit
+    # DAGContextBuilder.build compares the length of fastjson's compact serialisation: a
+    # Java String's length, in UTF-16 code units (a character outside the BMP counts 2).
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2 > limit
+
+
+def _query_context(text: str | None) -> dict[str, Any] | None:
+    # FlowController.parseTriggerContext: JSONObject.parseObject, a failure logged and ignored.
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 def _trigger(engine: Finisher, query: Mapping[str, str], text: str) -> Answer | FinishRequest:
@@ -117,6 +136,12 @@ def _trigger(engine: Finisher, query: Mapping[str, str], text: str) -> Answer | 
     body = _parse_body(text, required=False)
     if isinstance(body, Answer):
         return body
+    # The ``context`` query parameter (a JSON object) is merged over the body.
+    extra = _query_context(query.get("context"))
+    if body is None:
+        body = extra
+    elif extra is not None:
+        body.update(extra)
     execution_id, task_name = query["execution_id"], query["task_name"]
     if not engine.task_exists(execution_id, task_name):
         return error_answer(400, DATA_FORMAT, f"task not exists {execution_id}:{task_name}")

@@ -2,8 +2,9 @@
 
 Checked as the engine's ``FlowDAGValidator`` does (names of letters and digits, unique across
 the whole descriptor including ``workspace`` and ``dagName``, ``next`` naming a sibling, no
-cycle), plus one rule of this simulator: a field it does not simulate is a ``ConfigError``
-naming it, never ignored.
+cycle). A field the engine does not know is ignored, as its Jackson mapper does
+(``FAIL_ON_UNKNOWN_PROPERTIES`` off); a field the engine knows and this simulator does not
+simulate (``successConditions``, ``synchronization``…) is a ``ConfigError`` naming it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,30 @@ _FUNCTION = _COMMON | {
 _FOREACH = _COMMON | {"iterationMapping", "tasks"}
 _DAG = {"version", "type", "workspace", "dagName", "tasks"}
 
+# The properties the engine's YAML mapper reads into its own classes (their @JsonCreator,
+# and BaseTask's setters).
+_ENGINE_TASK = {
+    *("name", "title", "description", "category", "next", "tolerance", "inputMappings"),
+    *("outputMappings", "progress", "degrade", "timeline", "keyCallback", "keyExp"),
+    *("parameters", "templateId", "input", "inputType", "outputType"),
+}
+_ENGINE_FUNCTION = _ENGINE_TASK | {
+    *("resourceName", "resourceProtocol", "resource", "pattern", "successConditions"),
+    *("failConditions", "retry", "requestType"),
+}  # FunctionTask
+# ForeachTask; its tolerance too, set through BaseTask's setter.
+_ENGINE_FOREACH = _ENGINE_TASK | {"synchronization", "iterationMapping", "tasks"}
+_ENGINE_DAG = {
+    *("workspace", "dagName", "version", "type", "timer", "tasks", "resources", "callback"),
+    *("callback_config", "callbackConfig", "defaultContext", "commonMapping", "namespace"),
+    *("service", "inputSchema", "output", "endTaskName"),
+}  # DAG
+_ENGINE_RETRY = {"intervalInSeconds", "maxRetryTimes", "multiplier", "conditions"}  # Retry
+_ENGINE_TIMELINE = {
+    *("timeoutInSeconds", "skipOnTimeout", "suspenseIntervalSeconds", "suspenseTimestamp"),
+}  # Timeline
+_ENGINE_ITERATION = {"collection", "item", "index", "identity"}  # IterationMapping
+
 
 @dataclass(frozen=True)
 class FunctionNode:
@@ -72,10 +97,14 @@ class ForeachNode:
 Node = FunctionNode | ForeachNode
 
 
-def _check_fields(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unsupported field(s) {', '.join(unknown)}")
+def _check_fields(raw: Mapping[str, Any], allowed: set[str], where: str, engine: set[str]) -> None:
+    """Refuse the fields the engine reads (``engine``) that the simulator does not."""
+    unsupported = sorted((set(raw) & engine) - allowed)
+    if unsupported:
+        raise ConfigError(
+            f"{where}: unsupported field(s) {', '.join(unsupported)} (the engine reads them; "
+            "the simulator does not simulate them)"
+        )
 
 
 def _name(value: Any, where: str) -> str:
@@ -99,7 +128,7 @@ def _retry(raw: Any, where: str) -> Retry:
         return Retry()
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    _check_fields(raw, {"maxRetryTimes", "intervalInSeconds", "multiplier"}, where)
+    _check_fields(raw, {"maxRetryTimes", "intervalInSeconds", "multiplier"}, where, _ENGINE_RETRY)
     times = _number(raw, "maxRetryTimes", where, 0)
     if times != int(times):
         raise ConfigError(f"{where}.maxRetryTimes: expected an integer, got {times!r}")
@@ -119,7 +148,7 @@ def _timeout(raw: Any, pattern: Pattern, where: str) -> float | None:
         return None
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a mapping, got {raw!r}")
-    _check_fields(raw, {"timeoutInSeconds"}, where)
+    _check_fields(raw, {"timeoutInSeconds"}, where, _ENGINE_TIMELINE)
     if "timeoutInSeconds" not in raw or pattern is not Pattern.TASK_ASYNC:
         return None
     seconds = _number(raw, "timeoutInSeconds", where, 0)
@@ -145,11 +174,16 @@ def _next(raw: Mapping[str, Any], where: str) -> tuple[str, ...]:
         return ()
     if not isinstance(value, str):
         raise ConfigError(f"{where}.next: expected comma-separated task names, got {value!r}")
-    return tuple(name.strip() for name in value.split(",") if name.strip())
+    # FlowDAGValidator.validateTaskRoute: Java's split(","), nothing trimmed (only trailing
+    # empty names dropped), so "a, b" names " b", which no task is.
+    names = value.split(",")
+    while names and not names[-1]:
+        names.pop()
+    return tuple(names)
 
 
 def _function(raw: Mapping[str, Any], name: str, base_url: str | None, where: str) -> FunctionNode:
-    _check_fields(raw, _FUNCTION, where)
+    _check_fields(raw, _FUNCTION, where, _ENGINE_FUNCTION)
     pattern = raw.get("pattern")
     if pattern not in {p.value for p in Pattern}:
         raise ConfigError(
@@ -182,12 +216,12 @@ def _function(raw: Mapping[str, Any], name: str, base_url: str | None, where: st
 def _foreach(
     raw: Mapping[str, Any], name: str, base_url: str | None, names: set[str], where: str
 ) -> ForeachNode:
-    _check_fields(raw, _FOREACH, where)
+    _check_fields(raw, _FOREACH, where, _ENGINE_FOREACH)
     iteration = raw.get("iterationMapping")
     at = f"{where}.iterationMapping"
     if not isinstance(iteration, dict):
         raise ConfigError(f"{at}: expected a mapping with collection and item")
-    _check_fields(iteration, {"collection", "item", "index"}, at)
+    _check_fields(iteration, {"collection", "item", "index"}, at, _ENGINE_ITERATION)
     collection = compile_path(iteration.get("collection"), where=f"{at}.collection", wildcard=False)
     if collection[0] != "input":
         raise ConfigError(f"{at}.collection: a path under $.input, got {iteration['collection']!r}")
@@ -239,7 +273,11 @@ def _check_routes(nodes: list[Node], where: str) -> None:
     for node in nodes:
         for successor in node.next:
             if successor not in following:
-                raise ConfigError(f"task {node.name!r}.next: no task {successor!r} in {where}")
+                # DDLErrorCode.TASK_NEXT_INVALID: "next task %s not exist."
+                raise ConfigError(
+                    f"task {node.name!r}.next: no task {successor!r} in {where} (the engine splits"
+                    " next on ',' and trims nothing: write a,b)"
+                )
 
     def visit(name: str, route: tuple[str, ...]) -> None:
         if name in route:
@@ -269,7 +307,8 @@ class Dag:
         (``iterationMapping`` collection/item/index, ``tasks``, mappings, ``next``).
         ``base_url`` replaces scheme, host and port of every ``resourceName`` (its path is
         put in front of theirs), so one descriptor runs against an executor on any port.
-        Anything else is a ``ConfigError`` naming the field.
+        Another field the engine reads is a ``ConfigError`` naming it; a field the engine
+        does not know is ignored, as the engine ignores it.
         """
         if base_url is not None:
             parts = urlsplit(base_url)
@@ -284,7 +323,7 @@ class Dag:
             raise ConfigError(f"the descriptor is not valid YAML: {exc}") from None
         if not isinstance(raw, dict):
             raise ConfigError(f"a descriptor is a YAML mapping (or a path to one), got {text!r}")
-        _check_fields(raw, _DAG, "the descriptor")
+        _check_fields(raw, _DAG, "the descriptor", _ENGINE_DAG)
         if raw.get("type") != "flow":
             raise ConfigError(f"the descriptor's type: supported is flow, got {raw.get('type')!r}")
         workspace = _name(raw.get("workspace"), "the descriptor's workspace")

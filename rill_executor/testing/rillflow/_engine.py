@@ -8,7 +8,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
@@ -22,7 +22,17 @@ from rill_executor import ConfigError, UsageError
 from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer
 from ._dag import Dag, ForeachNode, FunctionNode, Node
-from ._dispatch import Transport, failure_reason, invoke_message, judge_sync_answer, prepare, send
+from ._dispatch import (
+    DispatchRefused,
+    Transport,
+    auth_requested,
+    failure_reason,
+    invoke_message,
+    judge_sync_answer,
+    prepare,
+    send,
+)
+from ._javaorder import foreach_group_order
 from ._model import (
     CallbackRecord,
     DagStatus,
@@ -45,6 +55,7 @@ INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
 # FlowSchedulerJobs.businessTimeCheck, cron "0/3 * * * * *": the engine looks for due retries
 # and timeouts at every third second of the minute, i.e. at epoch seconds divisible by 3.
 POLL_SECONDS = 3
+_AUTH = "generate_auth"
 
 
 # Generations are unique across tasks, so a run or timer of a task a redo removed (a foreach
@@ -89,12 +100,8 @@ class _TaskState:
 
     @property
     def done(self) -> bool:
-        """Whether successors may run: SUCCEED, SKIPPED, or FAILED with ``tolerance``."""
-        return self.status in {TaskStatus.SUCCEED, TaskStatus.SKIPPED} or self.tolerated
-
-    @property
-    def tolerated(self) -> bool:
-        return self.status is TaskStatus.FAILED and self.spec is not None and self.spec.tolerance
+        """Whether successors may run: SUCCEED or SKIPPED (a failure with ``tolerance``)."""
+        return self.status in {TaskStatus.SUCCEED, TaskStatus.SKIPPED}
 
 
 @dataclass
@@ -120,8 +127,11 @@ class EngineSimulator:
     Dispatches run in background threads with the engine's HTTP client timeouts and one
     identical resend (see ``Transport``); a failed dispatch, a failing answer or callback
     and an async timeout all go through the task's ``Retry`` policy. ``sign_secret`` makes
-    every callback URL carry the engine's ``sign``. ``lock_timeout`` is how long a callback
-    waits for the task lock (the engine's 10 s) before it is answered 500/30101.
+    every callback URL carry the engine's ``sign``; with ``sign_workspaces`` only those of
+    the listed workspaces (the engine's list of business ids) and of dispatches whose input
+    sets ``generate_auth`` to true or 1, which the engine then leaves out of the body.
+    ``lock_timeout`` is how long a callback waits for the task lock (the engine's 10 s)
+    before it is answered 500/30101.
 
     ``timers`` is the clock of retries and timeouts. ``"poll"`` (the default) is the
     engine's: a timer is due after whole seconds (``intervalInSeconds`` is an Integer, a
@@ -136,6 +146,7 @@ class EngineSimulator:
         self,
         *,
         sign_secret: str | None = None,
+        sign_workspaces: Collection[str] | None = None,
         transport: Transport | None = None,
         lock_timeout: float = 10.0,
         callback_max_chars: int = 6144,
@@ -152,6 +163,7 @@ class EngineSimulator:
             )
         self.timers = timers
         self.sign_secret = sign_secret
+        self.sign_workspaces = None if sign_workspaces is None else frozenset(sign_workspaces)
         self.transport = transport or Transport()
         self.lock_timeout = lock_timeout
         self.callback_max_chars = callback_max_chars
@@ -232,9 +244,11 @@ class EngineSimulator:
         """Create an execution of ``tasks``; dispatch them all unless ``dispatch=False``.
 
         Returns the execution id, ``{workspace}:{dag}_c_{uuid}``. Tasks have no dependencies
-        here: each is dispatched on its own (``dispatch`` dispatches one later). The
-        execution is finished once a task without ``tolerance`` fails for good or every task
-        succeeded; callbacks for a finished execution are answered "is finished".
+        here: each is dispatched on its own (``dispatch`` dispatches one later). As the
+        engine's, the execution runs while any task has not finished (one not dispatched yet
+        included), then ends FAILED if a task failed for good, else SUCCEED (a task with
+        ``tolerance`` that failed for good is SKIPPED); callbacks for a finished execution
+        are answered "is finished".
         """
         names = [task.name for task in tasks]
         if not tasks or len(set(names)) != len(names):
@@ -257,13 +271,15 @@ class EngineSimulator:
         """Run ``dag`` with ``context`` as the engine does; returns the execution id.
 
         The id is ``{workspace}:{dagName}_c_{uuid}``. Root tasks are dispatched at once, a
-        successor once all its predecessors succeeded (or failed with ``tolerance``). A
+        successor once all its predecessors succeeded or were SKIPPED (failed with ``tolerance``). A
         task's input is mapped from the context at each dispatch, its output mapped back
         into the context when it succeeds. A foreach maps its input, takes the collection
         out of it and runs its tasks once per element, concurrently, named
         ``{foreach}_{index}-{task}``; each group has its own context (the foreach's input
         plus the element under ``item``), and the foreach's output is
-        ``{"sub_context": [group contexts, in index order]}``.
+        ``{"sub_context": [group contexts]}``, in the engine's order: Java's hash order of
+        the groups' context fields (``_javaorder``), not index order (three groups come as
+        2, 1, 0), so whatever is mapped from it must carry its own index.
         """
         if not isinstance(dag, Dag):
             raise UsageError(f"submit_dag takes a Dag (Dag.load), got {dag!r}")
@@ -474,7 +490,8 @@ class EngineSimulator:
             state.message = invoke_message(request.output)
             self._succeed(execution, state, request.output, f"{request.endpoint} success")
         else:
-            self._fail(execution.id, state, invoke_message(request.output) or "failed by callback")
+            message = invoke_message(request.output) or "failed by callback"
+            self._fail(execution.id, state, message, request.output)
         return ok_answer(status)
 
     # --- internals -----------------------------------------------------------------------------
@@ -501,12 +518,14 @@ class EngineSimulator:
     @staticmethod
     def _dag_status(execution: _Execution) -> DagStatus:
         states = [s for s in execution.tasks.values() if s.route is None]
-        failed = any(s.status is TaskStatus.FAILED and not s.tolerated for s in states)
-        if execution.dag is not None and any(
-            s.status in {TaskStatus.READY, TaskStatus.RUNNING} for s in states
-        ):
-            return DagStatus.RUNNING  # the engine's DAG runs on while a task can
-        if failed:
+        # DAGWalkHelper.calculateDAGStatus: RUNNING while a task is READY or RUNNING or could
+        # start (a task of submit() not dispatched yet), whatever failed meanwhile.
+        runnable = {TaskStatus.READY, TaskStatus.RUNNING}
+        if execution.dag is None:
+            runnable.add(TaskStatus.NOT_STARTED)
+        if any(s.status in runnable for s in states):
+            return DagStatus.RUNNING
+        if any(s.status is TaskStatus.FAILED for s in states):
             return DagStatus.FAILED
         if all(s.status.is_final for s in states):
             return DagStatus.SUCCEED
@@ -611,14 +630,23 @@ class EngineSimulator:
                 spec = state.function
                 self._move(state, TaskStatus.RUNNING, f"dispatch {attempt}")
             ts = self._next_ts()
-            callback = callback_url(self.trigger_url, execution_id, task_name, ts, self.sign_secret)
-            prepared = prepare(
-                spec,
-                execution_id,
-                flow_server=self.url,
-                callback=callback,
-                traceparent=execution.traceparent,
-            )
+            secret = self._secret_for(execution_id, spec)
+            if secret is not None:  # the engine takes generate_auth out of the input it signs
+                spec = replace(spec, input={k: v for k, v in spec.input.items() if k != _AUTH})
+            callback = callback_url(self.trigger_url, execution_id, task_name, ts, secret)
+            try:
+                prepared = prepare(
+                    spec,
+                    execution_id,
+                    flow_server=self.url,
+                    callback=callback,
+                    traceparent=execution.traceparent,
+                )
+            except DispatchRefused as refused:  # nothing was sent: a failed dispatch
+                with self._changed:
+                    if state.generation == generation:
+                        self._fail(execution_id, state, str(refused))
+                return
             assert self._client is not None  # set by start(), before any dispatch
             records, text = send(
                 self._client,
@@ -635,6 +663,16 @@ class EngineSimulator:
                 if state.generation != generation:
                     return  # redone while the request was on the wire
                 self._after_dispatch(execution, state, records, text)
+
+    def _secret_for(self, execution_id: str, spec: Task) -> str | None:
+        """The secret to sign this dispatch's callback URL with (``FlowAuthHeaderGenerator``):
+        a workspace on the engine's list, or an input asking with ``generate_auth``."""
+        if self.sign_secret is None:
+            return None
+        listed = self.sign_workspaces is None or (
+            execution_id.split(":", 1)[0] in self.sign_workspaces
+        )
+        return self.sign_secret if listed or auth_requested(spec.input) else None
 
     def _after_dispatch(
         self,
@@ -663,7 +701,7 @@ class EngineSimulator:
             if status is TaskStatus.SUCCEED:
                 self._succeed(execution, state, output or {}, "sync answer")
             else:
-                self._fail(execution.id, state, message or "sync answer failed")
+                self._fail(execution.id, state, message or "sync answer failed", output)
 
     def _time_out(self, execution_id: str, task_name: str, generation: int) -> None:
         state = self._executions[execution_id].tasks.get(task_name)
@@ -674,12 +712,26 @@ class EngineSimulator:
                 state.renew()
                 self._fail(execution_id, state, "timeout")
 
-    def _fail(self, execution_id: str, state: _TaskState, message: str) -> None:
-        """FAILED, then READY with a retry scheduled if the policy allows one."""
+    def _fail(
+        self,
+        execution_id: str,
+        state: _TaskState,
+        message: str,
+        output: dict[str, Any] | None = None,
+    ) -> None:
+        """FAILED, then READY with a retry scheduled if the policy allows one.
+
+        With no retry left, a task with ``tolerance`` is SKIPPED instead
+        (``FunctionTaskRunner.handleNormalCallback``, ``AbstractTaskRunner.run``), and its
+        ``output`` (an answer's or a callback's) is mapped as a success's would be.
+        """
         state.message = message
-        state.open = False
-        self._move(state, TaskStatus.FAILED, message)
+        state.open = False  # the attempt ended: the next dispatch counts a new one
         retry = state.function.retry
+        if state.function.tolerance and not retry.allows_retry(state.attempts):
+            self._skip(self._executions[execution_id], state, output, message)
+            return
+        self._move(state, TaskStatus.FAILED, message)
         if not retry.allows_retry(state.attempts):
             self._advance(self._executions[execution_id])
             return
@@ -709,6 +761,24 @@ class EngineSimulator:
                 output=copy.deepcopy(output),
             )
         self._move(state, TaskStatus.SUCCEED, reason)
+        self._advance(execution)
+
+    def _skip(
+        self,
+        execution: _Execution,
+        state: _TaskState,
+        output: dict[str, Any] | None,
+        message: str,
+    ) -> None:
+        state.output = output
+        if isinstance(state.node, FunctionNode) and output:
+            self._map(
+                execution,
+                state.node.output_mappings,
+                self._context_of(execution, state),
+                output=copy.deepcopy(output),
+            )
+        self._move(state, TaskStatus.SKIPPED, f"failed with tolerance: {message}")
         self._advance(execution)
 
     def _map(
@@ -803,7 +873,7 @@ class EngineSimulator:
         """``finishParentTask``: once no group runs, the foreach succeeds or fails."""
         routes = _routes(execution, state.name)
         children = [s for s in execution.tasks.values() if _parent(s) == state.name]
-        failed = [s for s in children if s.status is TaskStatus.FAILED and not s.tolerated]
+        failed = [s for s in children if s.status is TaskStatus.FAILED]
         # A group is done when all its tasks are, failed as soon as one of them failed.
         failed_routes = {s.route for s in failed}
         if any(not s.done and s.route not in failed_routes for s in children):
@@ -812,7 +882,10 @@ class EngineSimulator:
             state.message = failed[0].message
             self._move(state, TaskStatus.FAILED, f"group of {failed[0].name} failed")
             return True
-        output = {"sub_context": [copy.deepcopy(execution.sub_contexts[r]) for r in routes]}
+        # The engine lists the groups in Java's hash order of their context fields.
+        order = foreach_group_order(state.name, len(routes))
+        groups = [execution.sub_contexts[f"{state.name}_{index}"] for index in order]
+        output = {"sub_context": copy.deepcopy(groups)}
         state.output = output
         self._map(execution, node.output_mappings, execution.context, output=output)
         self._move(state, TaskStatus.SUCCEED, "all groups done")

@@ -149,7 +149,8 @@ def parse_rules(raw: Any, *, where: str) -> tuple[Rule, ...]:
         at = f"{where}[{number}]"
         if not isinstance(item, dict):
             raise ConfigError(f"{at}: expected a mapping with source and target, got {item!r}")
-        unknown = sorted(set(item) - {"source", "target"})
+        # The engine's Mapping also reads these; a field it does not know, it ignores.
+        unknown = sorted(set(item) & {"reference", "tolerance", "transform", "variable"})
         if unknown:
             raise ConfigError(f"{at}: unsupported field(s) {', '.join(unknown)}")
         source, target = item.get("source"), item.get("target")
