@@ -11,6 +11,7 @@ the store at open, and writes nothing.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -107,6 +108,7 @@ import sys
 from rill_executor import Ledger
 Ledger(sys.argv[1], namespace=sys.argv[2]).claim("probe")
 """
+_PREVIOUS_STORE_ID = _PREVIOUS_CLAIM + "print(Ledger(sys.argv[1], namespace='x').store.store_id())"
 
 
 def upgrade(url: str) -> None:
@@ -181,3 +183,36 @@ def test_an_upgrade_beside_the_previous_release_ends_every_task_once(
 
 def _quiet(url: str) -> str:
     return f"{url}?durability=ignore" if url.startswith("redis") else url
+
+
+def _rollback(language: str) -> str:
+    """The rollback block in ``language`` of docs/operations.md."""
+    page = (ROOT / "docs" / "operations.md").read_text()
+    section = page.split("### Rolling back", 1)[1].split("\n## ", 1)[0]
+    return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_a_store_rolled_back_as_the_docs_say_is_the_previous_releases_again(
+    previous: Path, store_url: str, namespace: str
+) -> None:
+    if store_url.startswith("postgres"):
+        run_previous(previous, _PREVIOUS_SCHEMA, store_url)
+    first = run_previous(previous, _PREVIOUS_CLAIM, store_url, namespace)
+    assert first.returncode == 0, first.stderr
+    upgrade(store_url)
+    ledger = Ledger(_quiet(store_url), namespace=namespace)
+    store_id = ledger.store.store_id()
+    ledger.close()
+    if store_url.startswith("redis"):
+        script = _rollback("sh")
+        env = {"REDIS_URL": store_url, "PATH": os.environ["PATH"]}
+        subprocess.run(["bash", "-ec", script], env=env, check=True)
+    else:
+        engine = create_engine(store_url)
+        with engine.begin() as conn:
+            for statement in filter(str.strip, _rollback("sql").split(";")):
+                conn.execute(text(statement))
+        engine.dispose()
+    again = run_previous(previous, _PREVIOUS_STORE_ID, store_url, namespace)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split() == [store_id]  # the same store, its identity kept
