@@ -65,7 +65,7 @@ from ._scripts import (
 )
 from ._url import parse_url
 from ._wire import async_wire_for, command, wire_for
-from ._writers import open_args, open_script, store_id_from
+from ._writers import open_args, open_script, opened
 
 __all__ = [
     "AsyncRedisStore",
@@ -114,7 +114,10 @@ class RedisStore:
             enforce(self.deployment(), policy, self.where)
         with wrap_errors("store identity", self.where):  # read once, at open
             reply = client.eval(open_script(), 1, IDENTITY, *open_args())
-        self._store_id = store_id_from(reply, self.where)
+        self._store_id, upgraded = opened(reply, self.where)
+        if upgraded and self._indexed:
+            with wrap_errors("reindex", self.where):
+                drive(_flows.reindex(), self._perform)
 
     def store_id(self) -> str:
         """The store's identity (key ``rill:store-id``, see ``_writers``), read when the
@@ -285,7 +288,11 @@ class AsyncRedisStore:
                 await self._map_slots()
             with wrap_errors("store identity", self.where):
                 reply = await self.client.eval(open_script(), 1, IDENTITY, *open_args())
-            self._store_id = store_id_from(reply, self.where)
+            store_id, upgraded = opened(reply, self.where)
+            if upgraded and self._indexed:
+                with wrap_errors("reindex", self.where):
+                    await drive_async(_flows.reindex(), self._perform)
+            self._store_id = store_id
         return self._store_id
 
     async def ping(self) -> None:

@@ -3,14 +3,16 @@ raised by a newer version, and a process older than the record refuses the store
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 import redis
 
 from rill_executor import IncompatibleStore
 from rill_executor.store import ClaimRequest
-from rill_executor_redis._keys import IDENTITY
+from rill_executor_redis._keys import IDENTITY, outbox_keys
 from rill_executor_redis._writers import MIN_WRITER, STORE_VERSION
 from rill_executor_redis.testing import RedisServer
 
@@ -61,3 +63,23 @@ def test_a_newer_store_that_still_admits_this_version_opens(
         store = make_store(url)
         assert store.claim(_CLAIM).ok
         assert admin.hget(IDENTITY, "version") == str(STORE_VERSION + 1).encode()  # not lowered
+
+
+def test_upgrading_a_store_indexes_the_watched_jobs_version_8_left_out(
+    private_redis: RedisServer, make_store: Callable[[str], AnyStore]
+) -> None:
+    url = with_query(private_redis.url, QUIET)
+    watched = replace(_CLAIM, watch=json.dumps({"id": "w", "target": "t"}))
+    assert make_store(url).claim(watched).ok
+    index, _ = outbox_keys("ns")
+    with private_redis.client() as admin:
+        # As version 8 left it: its owner gone, out of the index; the identity a string.
+        admin.hset(f"rill:{{{_CLAIM.job_id}}}:job", "lease_until", 1)
+        admin.zrem(index, _CLAIM.job_id)
+        admin.delete(IDENTITY)
+        admin.set(IDENTITY, "kept-id")
+        store = make_store(url)
+        assert store.store_id() == "kept-id"
+        assert admin.zscore(index, _CLAIM.job_id) == 1.0
+    (lapse,) = store.lease_notices("ns", "d", 30_000_000, 10).notices
+    assert json.loads(lapse.notice)["state"] == "processing"
