@@ -52,6 +52,10 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tree = tmp_path_factory.mktemp("previous") / "tree"
     git = ["git", "-C", str(ROOT), "worktree"]
     subprocess.run([*git, "add", "--detach", "--quiet", str(tree), commit], check=True)
+    # A regular package ahead of the installed one (older commits had a namespace package).
+    (tree / "examples" / "__init__.py").touch()
+    found = run_previous(tree, _WHERE_FROM)
+    assert found.stdout.split() == [str(tree)] * 4, (found.stdout, found.stderr)
     yield tree
     subprocess.run([*git, "remove", "--force", str(tree)], check=True)
 
@@ -97,6 +101,13 @@ def run_previous(tree: Path, script: str, *args: str) -> subprocess.CompletedPro
     )
 
 
+_WHERE_FROM = """
+import examples, rill_executor, rill_executor_redis, rill_executor_sql
+from pathlib import Path
+for module in (examples, rill_executor, rill_executor_redis, rill_executor_sql):
+    parents = Path(module.__file__).parents
+    print(next(p for p in parents if (p / ".git").exists()))
+"""
 _PREVIOUS_SCHEMA = """
 import sys
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
@@ -149,13 +160,14 @@ def test_an_upgrade_beside_the_previous_release_ends_every_task_once(
     (tmp_path / "new").mkdir()
     old = ExecutorService(store_url, tmp_path / "old", lease=LEASE, workers=1, root=previous)
     new = ExecutorService(store_url, tmp_path / "new", lease=LEASE, workers=1)
-    first, other = f"v{uuid.uuid4().hex[:10]}", f"v{uuid.uuid4().hex[:10]}"
-    key = f"{first}:1:h264-v2"
+    first, alone, other = (f"v{uuid.uuid4().hex[:10]}" for _ in range(3))
+    key, lone_key = f"{first}:1:h264-v2", f"{alone}:1:h264-v2"
     try:
         with EngineSimulator() as engine:
             old.start()
             held = engine.submit(encode(old.url, first))
-            engine.wait_until(lambda: old.runs() == {key: 1}, timeout=20)
+            lone = engine.submit(encode(old.url, alone))  # nobody joins it
+            engine.wait_until(lambda: old.runs() == {key: 1, lone_key: 1}, timeout=20)
             upgrade(store_url)  # while the previous release holds the job
             new.start()
             joined = engine.submit(encode(new.url, first))  # the same key: joins the job
@@ -163,11 +175,14 @@ def test_an_upgrade_beside_the_previous_release_ends_every_task_once(
             beside = engine.submit(encode(old.url, other, seconds=0.0))
             assert told_once(engine, beside) == [200]
             engine.wait_for_status(joined, "encode", TaskStatus.RUNNING, timeout=20)
-            assert new.status(key).json()["state"] == "processing"  # held by the killed run
+            for running in (key, lone_key):  # held by the run about to be killed
+                assert new.status(running).json()["state"] == "processing"
             old.kill()  # mid-run: the current executor re-drives the job when its lease ends
             assert told_once(engine, held) == [200]
             assert told_once(engine, joined) == [200]
+            assert told_once(engine, lone) == [200]
             assert old.runs()[key] == 1 and new.runs()[key] == 1
+            assert old.runs()[lone_key] == 1 and new.runs()[lone_key] == 1
             assert new.status(key).json()["state"] == "succeeded"
     finally:
         old.stop()
