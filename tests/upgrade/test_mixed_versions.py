@@ -52,12 +52,14 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tree = tmp_path_factory.mktemp("previous") / "tree"
     git = ["git", "-C", str(ROOT), "worktree"]
     subprocess.run([*git, "add", "--detach", "--quiet", str(tree), commit], check=True)
-    # A regular package ahead of the installed one (older commits had a namespace package).
-    (tree / "examples" / "__init__.py").touch()
-    found = run_previous(tree, _WHERE_FROM)
-    assert found.stdout.split() == [str(tree)] * 4, (found.stdout, found.stderr)
-    yield tree
-    subprocess.run([*git, "remove", "--force", str(tree)], check=True)
+    try:
+        # A regular package ahead of the installed one (older commits had a namespace one).
+        (tree / "examples" / "__init__.py").touch()
+        imported = run_previous(tree, _WHERE_FROM)
+        assert imported.stdout.split() == [str(tree)] * 4, (imported.stdout, imported.stderr)
+        yield tree
+    finally:
+        subprocess.run([*git, "remove", "--force", str(tree)], check=True)
 
 
 @pytest.fixture(params=["sqlite", "postgres", "redis"])
