@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 PINNED = Path(__file__).with_name("PINNED")
 LEASE = 2.0
-RUN = 8.0  # a run's seconds: the first is still running when its executor is killed
+RUN = 12.0  # a run's seconds: the first is still running when its executor is killed
 
 
 @pytest.fixture(scope="module")
