@@ -19,6 +19,7 @@
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
         ├── SchemaMissing            the store's schema is absent or older than this library
+        ├── IncompatibleStore        the store admits only newer versions of the library
         ├── StoreProtocolError       the store answered something the protocol forbids
         └── OutputStoreError         the output store (e.g. S3) failed or refused
             ├── OutputMissing        no object under that key / bucket missing
@@ -43,6 +44,7 @@ __all__ = [
     "ChecksumMismatch",
     "ConfigError",
     "HandedOff",
+    "IncompatibleStore",
     "InvalidKey",
     "InvalidOutputName",
     "InvalidPayload",
@@ -240,6 +242,12 @@ class StoreUnavailable(StoreError):
 
 class SchemaMissing(StoreError):
     """The store has no schema, or an older one than this library needs."""
+
+
+class IncompatibleStore(StoreError):
+    """The store records an oldest writer version newer than this library's: a newer
+    version upgraded it, and this process could not keep the invariants its records rely
+    on. Nothing was written; upgrade the process (see docs/operations.md)."""
 
 
 class StoreProtocolError(StoreError):

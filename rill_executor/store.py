@@ -32,6 +32,7 @@ from ._decisions import (
 )
 from ._drive import drive, drive_async
 from ._errors import (
+    IncompatibleStore,
     SchemaMissing,
     StoreError,
     StoreProtocolError,
@@ -120,6 +121,7 @@ __all__ = [
     "ClaimAction",
     "ClaimRequest",
     "Completion",
+    "IncompatibleStore",
     "JobPage",
     "JobQuery",
     "JobRow",

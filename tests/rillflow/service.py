@@ -20,11 +20,26 @@ STATUS_TOKEN = "status-token-for-the-tests"
 TOKEN_SECRET = "completion-token-secret-for-the-tests"
 
 
+def source_path(root: Path) -> dict[str, str]:
+    """The environment that imports rill-executor and its adapters from the checkout at
+    ``root`` (another version's, e.g.) ahead of the installed ones."""
+    paths = [root, *(root / "adapters" / name for name in ("sql", "redis", "s3"))]
+    return {"PYTHONPATH": os.pathsep.join(str(path) for path in paths)}
+
+
 class ExecutorService:
     def __init__(
-        self, store_url: str, workdir: Path, *, lease: float = 3.0, workers: int = 2
+        self,
+        store_url: str,
+        workdir: Path,
+        *,
+        lease: float = 3.0,
+        workers: int = 2,
+        root: Path = ROOT,
     ) -> None:
+        """``root``: the checkout whose example app and library the service runs."""
         self.store_url = store_url
+        self.root = root
         self.namespace = os.environ.get("RILL_NAMESPACE", "segments")  # the app's, from its env
         self.workdir = workdir
         self.lease = lease
@@ -45,6 +60,7 @@ class ExecutorService:
             "RILL_LEASE": str(self.lease),
             "RILL_TOKEN_SECRET": TOKEN_SECRET,
             "RILL_HANDOFF_LOG": str(self.handoff_log),
+            **(source_path(self.root) if self.root != ROOT else {}),
         }
         command = [
             sys.executable,
@@ -60,7 +76,7 @@ class ExecutorService:
         ]
         with (self.workdir / "uvicorn.log").open("ab") as log:
             self._process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+                command, cwd=self.root, env=env, stdout=log, stderr=log, start_new_session=True
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

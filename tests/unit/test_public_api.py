@@ -25,6 +25,7 @@ def test_public_names_are_pinned() -> None:
         "DuplicateWindow",
         "HandedOff",
         "InProgress",
+        "IncompatibleStore",
         "InvalidKey",
         "InvalidOutputName",
         "InvalidPayload",

@@ -52,6 +52,7 @@ __all__ = [
     "list_jobs",
     "list_statuses",
     "purge",
+    "reindex",
     "settle_notice",
     "watched_claim",
 ]
@@ -251,6 +252,19 @@ def purge(request: PurgeRequest, nodes: Nodes) -> Flow[PurgePage]:
             return run.page(0)
         else:  # nothing went to purge.lua: the page's time is the server's
             return run.page(time_reply((yield Call("time"))))
+
+
+def reindex() -> Flow[int]:
+    """Every job of a standalone server put where the outbox index says it belongs
+    (``reindex.lua``, one call per ``SCAN`` step): run once, by the process that upgrades
+    a store from version 10 or older (``_writers``). Answers how many jobs are indexed."""
+    lua, cursor, indexed = script(Op.REINDEX), 0, 0
+    while True:
+        cursor, keys = yield from _scanned({}, cursor, STEP)
+        if keys:
+            indexed += int((yield from evalsha(lua, tuple(keys), ())))
+        if cursor == 0:
+            return indexed
 
 
 def _purged(job_ids: list[str], args: bytes, *, indexed: bool) -> Flow[list[Any]]:

@@ -17,8 +17,9 @@ a sorted set of job ids with pending notices or waiting watches, and on a Redis 
 tokens hash ``rill:{ns-<sha1(namespace)>}:outbox-tokens``. The namespace is hashed (by the
 scripts too, with ``redis.sha1hex``), so it never appears in a key name either.
 
-One more key, ``rill:store-id``, holds the store's identity: a random id created with
-``SET NX`` by the first store that opens the database, and never changed or expired.
+One more key, ``rill:store-id``, holds the store's identity: a hash of a random id created
+by the first store that opens the database, never changed or expired, and the versions of
+the code that may write to it (``_writers``).
 """
 
 from __future__ import annotations

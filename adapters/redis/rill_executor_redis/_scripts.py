@@ -60,6 +60,7 @@ class Op(enum.StrEnum):
     OUTBOX_DUE = "outbox_due"
     OUTBOX_UPDATE = "outbox_update"
     PURGE = "purge"  # a batch of jobs past retention (see _purge)
+    REINDEX = "reindex"  # standalone: a batch of jobs, once, when a store is upgraded
 
 
 @dataclass(frozen=True, slots=True)

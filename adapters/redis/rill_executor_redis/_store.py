@@ -22,7 +22,6 @@ once, under a lock, before its first call goes out.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -66,6 +65,7 @@ from ._scripts import (
 )
 from ._url import parse_url
 from ._wire import async_wire_for, command, wire_for
+from ._writers import open_args, open_script, opened
 
 __all__ = [
     "AsyncRedisStore",
@@ -113,11 +113,15 @@ class RedisStore:
         if policy is not Durability.IGNORE:
             enforce(self.deployment(), policy, self.where)
         with wrap_errors("store identity", self.where):  # read once, at open
-            client.set(IDENTITY, uuid.uuid4().hex, nx=True)
-            self._store_id = _text(client.get(IDENTITY))
+            reply = client.eval(open_script(), 1, IDENTITY, *open_args())
+        self._store_id, upgraded = opened(reply, self.where)
+        if upgraded and self._indexed:
+            with wrap_errors("reindex", self.where):
+                drive(_flows.reindex(), self._perform)
 
     def store_id(self) -> str:
-        """The store's identity (key ``rill:store-id``), read when the store opened."""
+        """The store's identity (key ``rill:store-id``, see ``_writers``), read when the
+        store opened."""
         return self._store_id
 
     @classmethod
@@ -254,6 +258,7 @@ class AsyncRedisStore:
         self._wire = async_wire_for(client)  # as RedisStore's
         self._mapping = asyncio.Lock()
         self._store_id: str | None = None
+        self._opened = False  # see _open
         policy = Durability(deferred)
         self._unchecked = None if policy is Durability.IGNORE else policy
 
@@ -265,13 +270,16 @@ class AsyncRedisStore:
         parsed = parse_url(url)
         return cls(async_client(parsed), where=parsed.where, deferred=deferred)
 
-    async def _check_deferred(self) -> None:
-        """The durability check left for the first operation: once it passed (or warned);
-        a refusal (``require``) refuses every operation until the deployment is fixed."""
+    async def _open(self) -> None:
+        """Before the first operation: the durability check left for it, once it passed (or
+        warned; a refusal, ``require``, refuses every operation until the deployment is
+        fixed), and the versions that may write to the store (``_writers``)."""
         policy = self._unchecked
         if policy is not None:
             await self.check_durability(policy)
             self._unchecked = None
+        await self.store_id()
+        self._opened = True
 
     async def store_id(self) -> str:
         """As ``RedisStore.store_id``; read once, by the first call that needs it."""
@@ -279,8 +287,12 @@ class AsyncRedisStore:
             if not self._mapped:
                 await self._map_slots()
             with wrap_errors("store identity", self.where):
-                await self.client.set(IDENTITY, uuid.uuid4().hex, nx=True)
-                self._store_id = _text(await self.client.get(IDENTITY))
+                reply = await self.client.eval(open_script(), 1, IDENTITY, *open_args())
+            store_id, upgraded = opened(reply, self.where)
+            if upgraded and self._indexed:
+                with wrap_errors("reindex", self.where):
+                    await drive_async(_flows.reindex(), self._perform)
+            self._store_id = store_id
         return self._store_id
 
     async def ping(self) -> None:
@@ -377,8 +389,8 @@ class AsyncRedisStore:
         self, op: Op, keys: tuple[str, ...], args: tuple[bytes, ...], job_id: str
     ) -> Any:
         """As ``_run``, on any keys (a namespace's outbox index too)."""
-        if self._unchecked is not None:
-            await self._check_deferred()
+        if not self._opened:
+            await self._open()
         if not self._mapped:
             await self._map_slots()
         lua = script(op)
@@ -431,10 +443,6 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
     except StoreUnavailable:
         return AsyncRedisStore.from_url(url, deferred=parsed.durability)
     return AsyncRedisStore.from_url(url)
-
-
-def _text(reply: bytes | str | None) -> str:
-    return reply.decode() if isinstance(reply, bytes) else str(reply)
 
 
 def _describe(client: SyncClient | AsyncClient) -> str:

@@ -1,10 +1,14 @@
 """The schema's versions: what each changed, and bringing a database to the current one.
 
 A new database gets the current tables (``_schema.metadata``); an older one gets the
-``MIGRATIONS`` it lacks, in the caller's transaction. On PostgreSQL the schema has a
-function too, ``rill_claim`` (version 10, ``claim_function`` in ``_queries``): the claim,
-which reads a job before it starts an insert. Its result columns are the job's: a version
-that changes them, or its parameters, replaces it (``DROP FUNCTION``, then create it again).
+``MIGRATIONS`` it lacks, in the caller's transaction. ``rill_store.min_writer`` says which
+versions of the code may write to the store (version 11 on): a version that changes what the
+rows must keep raises it, and brings the rows it finds to the new rule.
+
+On PostgreSQL the schema has a function too, ``rill_claim`` (version 10, ``claim_function``
+in ``_queries``): the claim, which reads a job before it starts an insert. Its result
+columns are the job's: a version that changes them, or its parameters, replaces it
+(``DROP FUNCTION``, then create it again).
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from sqlalchemy import Connection, MetaData, Table, func, inspect, select, text
+from sqlalchemy import Connection, MetaData, Table, func, inspect, select, text, update
 
+from rill_executor.store import JobState, outbox_due
+
+from ._flows import job_row
 from ._queries import claim_function
-from ._schema import _mysql, fences, identity, jobs, metadata, read_store_id, versions
+from ._schema import STORE_ROW, _mysql, fences, identity, jobs, metadata, versions
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_v1", "installed_version", "upgrade"]
 
@@ -28,9 +35,15 @@ def _v2_outputs(conn: Connection) -> None:
 
 def _v3_store_id(conn: Connection) -> None:
     """Version 3: the store's identity, carried by the keys of its output objects."""
-    identity.create(conn, checkfirst=True)
-    if read_store_id(conn) is None:
-        conn.execute(identity.insert().values(singleton=1, store_id=uuid.uuid4().hex))
+    v3 = Table(
+        identity.name,
+        MetaData(),
+        *(c._copy() for c in identity.columns if not c.info.get("since")),
+        **_mysql,
+    )
+    v3.create(conn, checkfirst=True)
+    if conn.execute(select(v3.c.store_id)).first() is None:  # kept by a later version too
+        conn.execute(v3.insert().values(singleton=1, store_id=uuid.uuid4().hex))
 
 
 def _v4_outbox(conn: Connection) -> None:
@@ -93,6 +106,26 @@ def _v10_watched_insert(conn: Connection) -> None:
         _v8_claim_function(conn)
 
 
+def _v11_writers(conn: Connection) -> None:
+    """Version 11: the store says which code may write to it, and keeps out the code that
+    cannot read that. ``rill_store`` gets ``min_writer`` (11) and its row moves to key
+    ``STORE_ROW``: a process of version 10 or older finds no row 1 and refuses the store.
+    A watched job still running gets the lapse due a process of version 8 or older left
+    out (``outbox_due``), so the job is re-driven if its owner has died."""
+    if "min_writer" not in {c["name"] for c in inspect(conn).get_columns(identity.name)}:
+        # (a new schema over a kept rill_store may have it: upgrade, version 0)
+        kind = "INTEGER NOT NULL DEFAULT 11"
+        conn.execute(text(f"ALTER TABLE rill_store ADD COLUMN min_writer {kind}"))
+    conn.execute(
+        update(identity).where(identity.c.singleton == 1).values(singleton=STORE_ROW, min_writer=11)
+    )
+    running = conn.execute(select(jobs).where(jobs.c.state == JobState.PROCESSING.value))
+    for row in running.mappings().all():
+        due = outbox_due(job_row(row))
+        if due != row["notice_due"]:
+            conn.execute(update(jobs).where(jobs.c.job_id == row["job_id"]).values(notice_due=due))
+
+
 # Each version's change to the one before. A new database gets ``metadata`` as it is now;
 # an older one gets the changes it lacks. Version 1 is the first released table (see
 # ``_v1_jobs``), so an upgrade from it is tested against a fresh install.
@@ -106,8 +139,9 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     8: _v8_claim_function,
     9: _v9_lapse,
     10: _v10_watched_insert,
+    11: _v11_writers,
 }
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def create_v1(conn: Connection, now_us: int) -> None:
@@ -139,6 +173,7 @@ def upgrade(conn: Connection, now_us: int) -> list[int]:
         metadata.create_all(conn, tables=[jobs, fences])
         _v3_store_id(conn)
         _v8_claim_function(conn)
+        _v11_writers(conn)
         conn.execute(versions.insert().values(version=SCHEMA_VERSION, applied_at=now_us))
         return [SCHEMA_VERSION]
     applied = []

@@ -13,13 +13,17 @@ belong to the running attempt and move into its history entry when it ends.
 Purging a record past retention deletes its row and leaves its last fence in ``rill_fences``
 until ``keep_until`` (one retention later), so the next claim of the key continues from it;
 ``ix_rill_jobs_namespace`` walks a namespace in job id order, as purge and listing do.
-``rill_store`` holds the store's identity, one row created with the schema (``store_id``).
+``rill_store`` holds the store's identity, one row created with the schema (``store_id``),
+and the oldest version of this library that may write to the store (``min_writer``): a
+process of an older version refuses the store (``IncompatibleStore``). Version 11 moved the
+row from key 1 to ``STORE_ROW``: processes of version 10 and older read row 1, which they
+cannot find, and refuse the store (``SchemaMissing``) rather than break its invariants.
 On PostgreSQL the schema has a function too, ``rill_claim`` (``_migrations``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -37,7 +41,17 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql
 
-__all__ = ["JSON_COLUMNS", "fences", "identity", "jobs", "metadata", "read_store_id", "versions"]
+__all__ = [
+    "JSON_COLUMNS",
+    "STORE_ROW",
+    "StoreRecord",
+    "fences",
+    "identity",
+    "jobs",
+    "metadata",
+    "read_store",
+    "versions",
+]
 
 metadata = MetaData()
 _big_text = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
@@ -47,6 +61,8 @@ _V2: dict[str, Any] = {"info": {"since": 2}}  # columns a version 1 table lacks
 _V4: dict[str, Any] = {"info": {"since": 4}}
 _V5: dict[str, Any] = {"info": {"since": 5}}
 _V7: dict[str, Any] = {"info": {"since": 7}}
+_V11: dict[str, Any] = {"info": {"since": 11}}
+STORE_ROW = 2  # the key of rill_store's row since version 11 (version 3 wrote it as 1)
 _mysql: dict[str, Any] = {
     "mysql_charset": "utf8mb4",
     "mysql_collate": "utf8mb4_bin",
@@ -121,12 +137,19 @@ identity = Table(
     # One row, kept by its fixed key: two upgraders racing cannot both insert one.
     Column("singleton", Integer, primary_key=True, autoincrement=False),
     Column("store_id", String(64), nullable=False),
+    Column("min_writer", Integer, nullable=False, **_V11),
     **_mysql,
 )
 
 
-def read_store_id(conn: Connection) -> str | None:
-    """The store's identity: read once when a store opens."""
-    return conn.execute(
-        select(identity.c.store_id).where(identity.c.singleton == 1)
-    ).scalar_one_or_none()
+class StoreRecord(NamedTuple):
+    store_id: str
+    min_writer: int  # the oldest schema version whose code may write to the store
+
+
+def read_store(conn: Connection) -> StoreRecord | None:
+    """The store's identity and oldest writer version: read once when a store opens."""
+    row = conn.execute(
+        select(identity.c.store_id, identity.c.min_writer).where(identity.c.singleton == STORE_ROW)
+    ).one_or_none()
+    return None if row is None else StoreRecord(row.store_id, int(row.min_writer))

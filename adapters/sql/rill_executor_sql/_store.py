@@ -17,6 +17,7 @@ from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
     Completion,
+    IncompatibleStore,
     JobPage,
     JobQuery,
     NoticeBatch,
@@ -186,13 +187,21 @@ def _upgrade(dialect: SqlDialect, conn: Connection) -> list[int]:
     return _migrations.upgrade(conn, int(now))
 
 
-def _identity(found: str | None) -> str:
+def _identity(found: _schema.StoreRecord | None) -> str:
+    """The store's identity, once this code may write to it (see ``_schema``)."""
     if found is None:
         raise SchemaMissing(
             "the database has no store identity (table rill_store is empty)."
             " Run `rill-executor schema upgrade --store URL` to create it"
         )
-    return found
+    if found.min_writer > _migrations.SCHEMA_VERSION:
+        raise IncompatibleStore(
+            f"the store admits writers of schema version {found.min_writer} or newer; this"
+            f" library is version {_migrations.SCHEMA_VERSION} and could break the invariants"
+            " of its records. Nothing was written: run a newer rill-executor-sql here"
+            " (docs/operations.md, Upgrading)"
+        )
+    return found.store_id
 
 
 class SqlStore:
@@ -222,7 +231,7 @@ class SqlStore:
         with wrap_errors(self._where), self.engine.connect() as conn:
             problem = _schema_problem(_migrations.installed_version(conn))
             if not problem:
-                self._store_id = _identity(_schema.read_store_id(conn))
+                self._store_id = _identity(_schema.read_store(conn))
         if problem:
             raise problem
 
@@ -230,7 +239,7 @@ class SqlStore:
         """The store's identity (table ``rill_store``), read once when it opens."""
         if self._store_id is None:
             with wrap_errors(self._where), self.engine.connect() as conn:
-                self._store_id = _identity(_schema.read_store_id(conn))
+                self._store_id = _identity(_schema.read_store(conn))
         return self._store_id
 
     def upgrade(self) -> list[int]:
@@ -406,7 +415,7 @@ class AsyncSqlStore:
             async with self.engine.connect() as conn:
                 version = await conn.run_sync(_migrations.installed_version)
                 problem = _schema_problem(version)
-                found = None if problem else await conn.run_sync(_schema.read_store_id)
+                found = None if problem else await conn.run_sync(_schema.read_store)
         if problem:
             raise problem
         self._store_id = _identity(found)

@@ -14,7 +14,16 @@ import pytest
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 
-from rill_executor import Claim, Ledger, Replay, SchemaMissing, StoreUnavailable, fingerprint_of
+from rill_executor import (
+    AsyncLedger,
+    Claim,
+    IncompatibleStore,
+    Ledger,
+    Replay,
+    SchemaMissing,
+    StoreUnavailable,
+    fingerprint_of,
+)
 from rill_executor._keys import job_id
 from rill_executor.store import ClaimRequest, Watch
 from rill_executor_sql import SCHEMA_VERSION, AsyncSqlStore, SqlStore
@@ -240,7 +249,7 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
         conn.execute(jobs.insert(), row)  # the v1 columns only
     with pytest.raises(SchemaMissing, match="schema version 1"):
         SqlStore(empty_database, upgrade=False)
-    assert store.upgrade() == [2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert store.upgrade() == [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     assert store.upgrade() == []
     again = SqlStore(empty_database)
     assert again.store_id() == store.store_id()  # created once, kept
@@ -277,6 +286,14 @@ def test_a_version_1_database_upgrades_to_the_fresh_schema_keeping_its_jobs(
     store.close()
 
 
+def _back_to(conn: Any, version: int) -> None:
+    """The schema's version-independent tables as version 10 left them, marked ``version``."""
+    conn.execute(text("ALTER TABLE rill_store DROP COLUMN min_writer"))
+    conn.execute(text("UPDATE rill_store SET singleton = 1"))
+    conn.execute(text("DELETE FROM rill_schema"))
+    conn.execute(text(f"INSERT INTO rill_schema (version, applied_at) VALUES ({version}, 0)"))
+
+
 @pytest.mark.parametrize("empty_database", ["postgres"], indirect=True)
 def test_postgres_version_9_upgrades_to_one_claim_function_that_answers_its_call(
     empty_database: str,
@@ -286,8 +303,8 @@ def test_postgres_version_9_upgrades_to_one_claim_function_that_answers_its_call
     with store.engine.begin() as conn:  # back to version 9: its function had no watch
         conn.exec_driver_sql(f"DROP FUNCTION rill_claim({nine}, jsonb)")
         conn.exec_driver_sql(f"CREATE FUNCTION rill_claim({nine}) RETURNS void LANGUAGE sql AS ''")
-        conn.execute(text("UPDATE rill_schema SET version = 9"))
-    assert store.upgrade() == [10]
+        _back_to(conn, 9)
+    assert store.upgrade() == [10, 11]
     call = (  # version 9's call, as a process not yet upgraded sends it
         "SELECT * FROM rill_claim(CAST('j' AS varchar), CAST('ns' AS varchar),"
         " CAST('k' AS varchar), CAST('a1' AS varchar), CAST(30000000 AS bigint),"
@@ -409,3 +426,55 @@ def test_a_child_forked_while_a_thread_writes_sqlite_can_write(tmp_path: Path) -
         child.join(10)
         if child.is_alive():
             child.kill()
+
+
+@pytest.mark.parametrize("empty_database", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_version_11_makes_a_watched_job_whose_owner_died_due_for_its_lapse_notice(
+    empty_database: str,
+) -> None:
+    store = SqlStore(empty_database, upgrade=True)
+    ledger = Ledger(store, namespace="v8")
+    watched = ledger.claim("watched", watch=Watch("task", {"url": "u"}))
+    unwatched = ledger.claim("unwatched")
+    assert isinstance(watched, Claim) and isinstance(unwatched, Claim)
+    with store.engine.begin() as conn:
+        # As a process of version 8 left them: its watch without a due, its owner gone.
+        conn.execute(text("UPDATE rill_jobs SET notice_due = NULL, lease_until = 1"))
+        _back_to(conn, 10)
+    assert store.upgrade() == [11]
+    with store.engine.connect() as conn:
+        rows = conn.execute(text("SELECT job_key, notice_due FROM rill_jobs")).all()
+    due = {key: notice_due for key, notice_due in rows}
+    assert due == {"watched": 1, "unwatched": None}
+    (lapse,) = ledger.lease_notices(owner="d", lease=30)  # found through the index
+    assert (lapse.key, lapse.info.state.value, lapse.info.fence) == ("watched", "processing", 1)
+    store.close()
+
+
+@pytest.mark.parametrize("empty_database", ["sqlite", "postgres", "mariadb"], indirect=True)
+def test_a_store_that_admits_only_newer_writers_is_refused_at_open_and_left_as_it_was(
+    empty_database: str,
+) -> None:
+    store = SqlStore(empty_database, upgrade=True)
+    newer = SCHEMA_VERSION + 1
+    with store.engine.begin() as conn:  # as a later version would leave it
+        conn.execute(text(f"UPDATE rill_store SET min_writer = {newer}"))
+        conn.execute(text(f"INSERT INTO rill_schema (version, applied_at) VALUES ({newer}, 0)"))
+    with pytest.raises(IncompatibleStore, match=f"version {newer} or newer; this library"):
+        SqlStore(empty_database)
+    with pytest.raises(IncompatibleStore):
+        SqlStore(empty_database, upgrade=True)  # its upgrade has nothing to apply
+
+    async def first_claim() -> None:
+        refused = AsyncSqlStore(empty_database)
+        try:
+            await AsyncLedger(refused, namespace="ns").claim("k")
+        finally:
+            await refused.close()
+
+    with pytest.raises(IncompatibleStore):
+        asyncio.run(first_claim())
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM rill_jobs")).scalar_one() == 0
+        assert installed_version(conn) == newer
+    store.close()
