@@ -96,7 +96,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def setup(store: str, outputs: str, moto: MotoServer) -> Iterator[Setup]:
     namespace = f"transcode-{uuid.uuid4().hex[:8]}"
-    app = create_app(store, outputs, namespace=namespace, lease=3.0)
+    app = create_app(store, outputs, namespace=namespace, lease=3.0, engines=["127.0.0.1"])
     with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
         yield Setup(store, namespace, moto, engine, url)
 
@@ -246,7 +246,8 @@ def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
     otel: Otel, moto: MotoServer, outputs: str, tmp_path: Path
 ) -> None:
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
-    with serve_app(create_app(store, outputs), lifespan="on") as url, EngineSimulator() as engine:
+    app = create_app(store, outputs, engines=["127.0.0.1"])
+    with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
         setup = Setup(store, "transcode", moto, engine, url)
         setup.run("split", "split", {"video": setup.video, "count": 1})
         setup.run("transcode", "transcode", {"video": setup.video, "segment": 1, **V2})

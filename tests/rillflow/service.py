@@ -43,6 +43,7 @@ class ExecutorService:
             "RILL_RUN_LOG": str(self.run_log),
             "RILL_STATUS_TOKEN": STATUS_TOKEN,
             "RILL_LEASE": str(self.lease),
+            "RILL_ENGINES": "127.0.0.1",  # the simulator, on this host
             "RILL_TOKEN_SECRET": TOKEN_SECRET,
             "RILL_HANDOFF_LOG": str(self.handoff_log),
         }

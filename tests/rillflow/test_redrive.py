@@ -54,7 +54,10 @@ class Executor:
         self.release = threading.Event()
         self.ledger = AsyncLedger(url, namespace=f"redrive-{uuid.uuid4().hex[:8]}", lease=30)
         self.executor = RillFlowExecutor(
-            self.ledger, lease=timedelta(seconds=lease), max_redrives=max_redrives
+            self.ledger,
+            lease=timedelta(seconds=lease),
+            max_redrives=max_redrives,
+            engines=["127.0.0.1"],
         )
         self.app = FastAPI(lifespan=self.executor.lifespan)
 

@@ -93,7 +93,8 @@ class FaultDrill:
 
     def run(self) -> DrillRecord:
         cfg = self.config
-        env = {**cfg.env, "RILL_LEASE": str(cfg.lease)}
+        # The engine simulator runs on this host: name it, or callbacks to it are refused.
+        env = {"RILL_ENGINES": "127.0.0.1", **cfg.env, "RILL_LEASE": str(cfg.lease)}
         if cfg.outputs:
             env["RILL_OUTPUTS"] = cfg.outputs
         store = cfg.store or ""
