@@ -110,7 +110,7 @@ def moto_outputs(folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def executor_service(
-    store: str, outputs: str, folder: Path, *, workers: int = 2, lease: float = 5.0
+    store: str, outputs: str, folder: Path, *, workers: int = 2, lease: float = 10.0
 ) -> Iterator[str]:
     """``app.py`` under uvicorn with ``workers`` processes: yields its base URL."""
     port = _free_port()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from rill_executor.testing.drill._run import fitted_to_lease
+
 from ..adapters.s3.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,7 @@ class ExecutorService:
     def start(self) -> ExecutorService:
         env = {
             **os.environ,
-            "RILL_STORE": self.store_url,
+            "RILL_STORE": fitted_to_lease(self.store_url, self.lease),
             "RILL_RUN_LOG": str(self.run_log),
             "RILL_STATUS_TOKEN": STATUS_TOKEN,
             "RILL_LEASE": str(self.lease),

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from rill_executor import AsyncLedger
 from rill_executor.rillflow import RillFlowExecutor, status_router
+from rill_executor.testing.drill._run import fitted_to_lease
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -52,6 +53,7 @@ class Executor:
         self.runs: Counter[str] = Counter()
         self.started = threading.Event()
         self.release = threading.Event()
+        url = fitted_to_lease(url, lease)
         self.ledger = AsyncLedger(url, namespace=f"redrive-{uuid.uuid4().hex[:8]}", lease=30)
         self.executor = RillFlowExecutor(
             self.ledger,

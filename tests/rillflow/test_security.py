@@ -15,6 +15,7 @@ import string
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -594,6 +595,49 @@ def test_a_heartbeat_lease_out_of_bounds_is_refused(service: Service, body: byte
     answer = run(scenario)
     assert answer.status_code == 400, answer.text
     assert answer.json()["reason"] == "bad_body"
+
+
+@pytest.mark.parametrize(
+    ("ttl", "lease"),
+    [
+        (3600, timedelta(days=8)),  # over a heartbeat's 7 days
+        (timedelta(days=30), None),  # the lease is the ttl when none is given
+    ],
+)
+def test_a_hand_off_lease_out_of_bounds_is_a_config_error(
+    ttl: float | timedelta, lease: float | timedelta | None
+) -> None:
+    """``hand_off(lease=...)`` is bounded as a heartbeat's lease is: a longer one is refused
+    with a ``ConfigError`` that names the bound, before a token is issued or the lease
+    extended."""
+    service = Service()
+    refused: list[Exception] = []
+
+    @service.executor.task("/bounded", key=lambda job: f"{job.scene}:{job.frame}", name="bounded")
+    async def bounded(job: Frame) -> dict[str, Any]:
+        try:
+            service.executor.hand_off(ttl, lease=lease)
+        except ConfigError as exc:
+            refused.append(exc)
+        return {"ok": True}
+
+    service.app.include_router(service.executor.router)
+
+    async def scenario() -> JobStatus | None:
+        async with service.client() as http:
+            answer = await http.post(
+                "/bounded?execution_id=E1&name=bounded",
+                json={"execution_id": "E1", "scene": "S", "frame": 1},
+                headers={"X-Mode": "async", "X-Callback-Url": ENGINE},
+            )
+            assert answer.status_code == 200, answer.text
+        await service.executor.drain()
+        return await service.ledger.status("S:1", handler="bounded")
+
+    status = run(scenario)
+    assert len(refused) == 1 and "at most 7 days" in str(refused[0]), refused
+    assert status is not None and status.result == {"ok": True}
+    assert service.executor._handoffs._asked == {}  # no lease was asked for
 
 
 # 2. No write without a verified token.
