@@ -15,7 +15,7 @@ from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError
 from ._keys import validate_namespace
 
-__all__ = ["LedgerConfig", "Seconds", "to_us"]
+__all__ = ["LEASE_OVER_WAIT", "LedgerConfig", "Seconds", "check_lease", "to_us"]
 
 Seconds = timedelta | float | int
 
@@ -30,6 +30,27 @@ def to_us(value: Seconds, what: str, *, zero: bool = False) -> int:
     if us < 0 or (us == 0 and not zero):
         raise ConfigError(f"{what} must be {'zero or more' if zero else 'positive'}, got {value!r}")
     return us
+
+
+LEASE_OVER_WAIT = 2
+"""A lease is at least this many times the longest a store may wait on its server: an
+operation stuck until its bound runs out must not outlive the lease it renews or protects."""
+
+
+def check_lease(lease_us: int, store: object, what: str) -> None:
+    """Refuse ``lease`` when the store's longest wait (its optional ``longest_wait``, in
+    seconds) is not well under it."""
+    inner = getattr(store, "sync", store)  # an async face over a sync store
+    longest = getattr(inner, "longest_wait", None)
+    if not isinstance(longest, (int, float)) or lease_us >= LEASE_OVER_WAIT * longest * 1e6:
+        return
+    raise ConfigError(
+        f"the {what} ({lease_us / 1e6:g} s) must be at least {LEASE_OVER_WAIT} times the"
+        f" store's longest wait ({longest:g} s), or a store operation stuck until its bound"
+        " ran out could outlive the lease: lengthen the lease, or shorten the store's bounds"
+        " (for a SQL store, its URL's statement_timeout, lock_timeout,"
+        " idle_in_transaction_timeout, read_timeout, connect_timeout or busy_timeout)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

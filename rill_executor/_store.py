@@ -15,6 +15,11 @@ database) answers another one.
 
 A store may name its system in a ``kind`` attribute (``postgresql``, ``redis``…): spans and
 metrics carry it as ``rill.store.kind``. It must never hold an address or a credential.
+A store whose operations wait on a server for a bounded time may state the longest of
+those bounds in a ``longest_wait`` attribute (seconds): an engine integration refuses a
+lease shorter than twice that (``check_lease``: ``ConfigError``), since an operation stuck
+until its bound ran out (a transaction left open, holding the job's row) could otherwise
+outlive the lease.
 
 One method is optional: ``ping`` (``Pingable`` / ``AsyncPingable``), the cheapest round trip
 the store's server answers, sent on the store's own connection or pool. It decides nothing

@@ -3,7 +3,10 @@
 PostgreSQL, MariaDB and Redis are required, never skipped: a missing server fails the run
 with the command that starts it. Override the URLs with RILL_TEST_POSTGRES_URL,
 RILL_TEST_MARIADB_URL and RILL_TEST_REDIS_URL. Under pytest-xdist each worker has a
-database of its own on each SQL server; on Redis, tests isolate themselves by namespace.
+database of its own on each SQL server, and on Redis too: the URL's database number plus the
+worker's (``gw0`` the URL's own, ``gw1`` the next, …), emptied when the session starts, so
+a session never scans what another one (or a failed setup) left. Two suites run at once on
+one Redis need bases at least their worker count apart (``/0`` and ``/2`` with ``-n 2``).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -22,7 +26,22 @@ POSTGRES_URL = os.environ.get(
     "RILL_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 MARIADB_URL = os.environ.get("RILL_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
-REDIS_URL = os.environ.get("RILL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def worker_redis_url(url: str, worker: str | None) -> str:
+    """The Redis database of pytest-xdist worker ``worker`` (``gw1``…): the database number
+    in ``url``'s path plus the worker's; without xdist (None), ``url`` itself."""
+    if worker is None:
+        return url
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    return parts._replace(path=f"/{base + int(worker.removeprefix('gw'))}").geturl()
+
+
+REDIS_URL = worker_redis_url(
+    os.environ.get("RILL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    os.environ.get("PYTEST_XDIST_WORKER"),
+)
 
 _START = {
     "postgresql": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
@@ -98,11 +117,19 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """The standalone Redis; its durability warning is off (the test server keeps nothing on
-    disk on purpose; tests/adapters/redis/test_deployment.py tests the warning)."""
+    """The standalone Redis, this session's database of it (emptied first); its durability
+    warning is off (the test server keeps nothing on disk on purpose;
+    tests/adapters/redis/test_deployment.py tests the warning)."""
     try:
         with redis.Redis.from_url(REDIS_URL, socket_timeout=2) as client:
-            client.ping()
+            client.flushdb()  # this session's own database: start from nothing
+    except redis.ResponseError as exc:  # e.g. "DB index is out of range"
+        pytest.fail(
+            f"the Redis database of {REDIS_URL} cannot be used ({exc}): each pytest-xdist"
+            " worker takes the database of RILL_TEST_REDIS_URL plus its number; choose a"
+            " lower one, or raise the server's `databases`",
+            pytrace=False,
+        )
     except redis.RedisError as exc:
         pytest.fail(
             f"the Redis test server at {REDIS_URL} is not reachable ({exc}).\n"

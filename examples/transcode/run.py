@@ -110,11 +110,12 @@ def moto_outputs(folder: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def executor_service(
-    store: str, outputs: str, folder: Path, *, workers: int = 2, lease: float = 5.0
+    store: str, outputs: str, folder: Path, *, workers: int = 2, lease: float = 10.0
 ) -> Iterator[str]:
     """``app.py`` under uvicorn with ``workers`` processes: yields its base URL."""
     port = _free_port()
     env = {**os.environ, "RILL_STORE": store, "RILL_OUTPUTS": outputs, "RILL_LEASE": str(lease)}
+    env.setdefault("RILL_ENGINES", "127.0.0.1")  # the engine simulator, on this host
     command = [sys.executable, "-m", "uvicorn", "examples.transcode.app:from_env", "--factory"]
     command += ["--workers", str(workers), "--port", str(port), "--log-level", "warning"]
     url = f"http://127.0.0.1:{port}"

@@ -23,6 +23,7 @@ from .. import (
 )
 from ._exit import CliError, ErrorType
 from ._options import OUTPUT_KEY
+from ._visible import visible, visible_json
 
 __all__ = ["main"]
 
@@ -52,9 +53,9 @@ def fail(
             "message": message,
             "exit_code": int(code),
         }
-        click.echo(json.dumps({"error": error}, ensure_ascii=False), err=True)
+        click.echo(visible_json(json.dumps({"error": error}, ensure_ascii=False)), err=True)
     else:
-        click.echo(f"error: {message}", err=True)
+        click.echo(f"error: {visible(message)}", err=True)
     ctx.exit(int(code))
 
 
@@ -81,7 +82,7 @@ def _one_line(
 ) -> None:
     """A warning (e.g. Redis's DurabilityWarning) as one line on stderr: no source line,
     and never in stdout, where -o json writes."""
-    text = " ".join(str(message).split())
+    text = visible(" ".join(str(message).split()))
     click.echo(f"warning: {category.__name__}: {text}", err=True)
 
 

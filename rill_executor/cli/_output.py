@@ -1,14 +1,13 @@
 """Rendering: rich tables (colour only on a terminal, ``NO_COLOR`` respected) or JSON.
 
 rich draws the tables: it wraps long keys inside their cells instead of cutting them,
-detects whether stdout is a terminal, and honours ``NO_COLOR``.
+detects whether stdout is a terminal, and honours ``NO_COLOR``. Stored text is shown
+visibly (``_visible``): on the console, in warnings and in JSON.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import sys
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +19,7 @@ from rich.text import Text
 
 from .. import JobState, JobStatus
 from ..reports import AttemptInfo, EventInfo, JobSummary, NoticeInfo
+from ._visible import VisibleConsole, visible, visible_json, visible_text
 
 __all__ = [
     "attempt_details",
@@ -57,28 +57,21 @@ OUTCOME_STYLE = {
 
 
 def console() -> Console:
-    # A stored message may hold a lone surrogate (kept exactly): print it as \udXXX.
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="backslashreplace")
+    """The console every command prints with: it shows stored text visibly (``_visible``)."""
     # Not a terminal (a pipe, a file): wide enough that a table rarely folds.
-    found = Console(highlight=False)
-    return found if found.is_terminal else Console(highlight=False, width=160)
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    found = VisibleConsole()
+    return found if found.is_terminal else VisibleConsole(width=160)
 
 
 def warn(message: str) -> None:
     """One line on stderr, whatever the output format: never inside ``-o json``."""
-    click.echo(f"warning: {' '.join(message.split())}", err=True)
+    click.echo(f"warning: {visible(' '.join(message.split()))}", err=True)
 
 
 def echo_json(data: Any) -> None:
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    if _SURROGATE.search(text):  # no UTF-8 for it: JSON's \udXXX escapes read back exactly
-        text = json.dumps(data, indent=2, ensure_ascii=True, default=str)
-    click.echo(text)
+    """``data`` as JSON, each string exact; unprintable characters (a lone surrogate, an
+    escape sequence, a bidi override) as ``\\u`` escapes, never raw."""
+    click.echo(visible_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def table(*columns: str, title: str | None = None) -> Table:
@@ -97,7 +90,8 @@ def seconds(span: timedelta) -> str:
 
 
 def styled(value: str, style: str | None = None) -> Text:
-    return Text(value, style=style or OUTCOME_STYLE.get(value, ""))
+    # Visible already here, so that a table measures the cell as it is shown.
+    return visible_text(Text(value, style=style or OUTCOME_STYLE.get(value, "")))
 
 
 def compact(value: Any) -> str:

@@ -31,11 +31,12 @@ __all__ = [
 
 Shape = tuple[str, dict[str, object]]  # a tag and its attributes, drawn by ``draw``
 INK = "#1f2328"
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 def _clean(text: str) -> str:
-    # XML 1.0 cannot carry most control characters; a reason or a detail might hold one.
+    # XML 1.0 cannot carry most control characters, UTF-8 no lone surrogate, and a C1
+    # control would reach a terminal the picture is printed on; a reason might hold one.
     return _NOT_XML.sub("\ufffd", text)
 
 

@@ -8,10 +8,14 @@ the engines the operator names (``RillFlowExecutor(engines=[...])``, or
 (``rill-flow``, ``rill-flow:8080``: any http(s) URL on that host, and port when given).
 Without ``engines``, a callback may go only to the dispatch's own peer: the engine that
 sent the dispatch, when nothing stands between them (a proxy in between: name the engines).
+Even then, never to a loopback, link-local or unspecified address: behind a sidecar or mesh
+proxy the peer is the local host, and a dispatch could name any of its ports (a proxy's
+admin endpoint). Such an engine, a local simulator say, is named (``engines=["127.0.0.1"]``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +55,20 @@ def _split(url: str) -> tuple[SplitResult, str, int] | None:
     if parts.scheme not in _SCHEMES or not parts.hostname or parts.username is not None:
         return None
     return parts, parts.hostname.lower(), port or _DEFAULT_PORTS[parts.scheme]
+
+
+def _local(host: str) -> bool:
+    """Whether ``host`` is the local host's own: loopback, link-local (169.254.0.0/16,
+    fe80::/10) or unspecified (0.0.0.0, ::), an IPv4 address mapped into IPv6 included."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])  # without an IPv6 zone
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_link_local or address.is_unspecified
 
 
 def _engine(entry: object, source: str) -> _Engine:
@@ -121,6 +139,14 @@ class Engines:
             return (
                 f"the callback URL {url[:200]!r} is not on an engine this executor serves;"
                 f" name the engine in {self.source}"
+            )
+        if peer is not None and _local(host):
+            named = f"[{host}]" if ":" in host else host
+            return (
+                f"the callback URL's host {host!r} is a loopback, link-local or unspecified"
+                " address, refused unless named: a proxy in front of this executor would"
+                " forward there; for an engine (or simulator) on this host, name it in"
+                f" {self.source}, e.g. {named!r}"
             )
         if peer is None or host == peer.lower().strip("[]"):
             return None

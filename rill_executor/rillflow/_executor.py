@@ -48,7 +48,7 @@ from .. import (
     StoreError,
     UsageError,
 )
-from ..integration import IdempotentOptions, IdempotentSpec, RunSpan, Seconds, to_us
+from ..integration import IdempotentOptions, IdempotentSpec, RunSpan, Seconds, check_lease, to_us
 from ..store import Watch
 from . import _tracing as tracing
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
@@ -119,6 +119,7 @@ class RillFlowExecutor:
         self._refusals = Refusals(log)
         self.join = to_us(join, "join") / 1e6
         self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
+        check_lease(ledger.config.lease_of(lease), ledger.store, "RillFlowExecutor lease")
         self.deliverer = deliverer or Deliverer(ledger)
         self.deliverer.engines = self.engines
         self.deliverer.redrive = Redriver(ledger, self._restart, max_redrives, self.lease)
@@ -321,7 +322,8 @@ class RillFlowExecutor:
 
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
         """A completion token for the running attempt, good for ``ttl``; the attempt's lease
-        is extended to ``lease`` (default ``ttl``) from now. Give the token to the external
+        is extended to ``lease`` (default ``ttl``; at most 7 days, and at least twice the
+        store's longest wait, or ``ConfigError``) from now. Give the token to the external
         worker, then ``raise HandedOff()``: the worker ends the attempt by presenting it to
         ``POST {prefix}/complete``. Call it from a handler mounted with ``task`` (``def`` or
         ``async def``) on an async dispatch."""

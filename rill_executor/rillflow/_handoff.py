@@ -30,7 +30,7 @@ from .. import (
     UsageError,
     current_async_claim,
 )
-from ..integration import Seconds, to_us
+from ..integration import Seconds, check_lease, to_us
 from ..reports import TOKEN_REFUSED
 from ._bodies import BadLength, BodyTooLarge, read_body, refused_body
 from ._callbacks import body_text, output_of, too_large
@@ -88,6 +88,21 @@ MAX_HEARTBEAT_LEASE = 7 * 24 * 3600.0
 attempt's lease at once), at most 7 days; a non-finite number is refused."""
 
 
+def _handoff_lease(lease: Seconds, store: object) -> float:
+    """A hand-off's lease in seconds: at most a heartbeat's longest, and well above the
+    store's longest wait."""
+    us = to_us(lease, "hand_off lease")
+    if us / 1e6 > MAX_HEARTBEAT_LEASE:
+        raise ConfigError(
+            f"hand_off(lease=...) of {us / 1e6:g} s is too long: a hand-off's lease (its ttl"
+            f" when no lease is given) is at most {MAX_HEARTBEAT_LEASE / 86400:g} days, as a"
+            " heartbeat's; for longer work, give a shorter lease and let the worker extend it"
+            " (POST /rill/heartbeat with its token)"
+        )
+    check_lease(us, store, "hand_off lease")
+    return us / 1e6
+
+
 class _Beat(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     lease: float | None = Field(default=None, ge=MIN_HEARTBEAT_LEASE, le=MAX_HEARTBEAT_LEASE)
@@ -140,8 +155,8 @@ class HandOffs:
             )
         if not running.dispatch.is_async:
             raise HandOffNeedsAsync()
+        seconds = _handoff_lease(ttl if lease is None else lease, self.ledger.store)
         token = self.tokens.issue(claim, handler=running.task.spec.name, ttl=ttl)
-        seconds = to_us(ttl if lease is None else lease, "lease") / 1e6
         self._asked[claim.attempt_id] = time.time() + seconds
         beat = claim.heartbeat(timedelta(seconds=seconds))
         if _in_loop(running.loop):

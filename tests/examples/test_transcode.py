@@ -35,6 +35,7 @@ from examples.transcode.app import (
 )
 from examples.transcode.run import ROOT, run_workflow
 from rill_executor import Claim, ConfigError, Ledger, fingerprint_of
+from rill_executor.testing.drill._run import fitted_to_lease
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -96,7 +97,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def setup(store: str, outputs: str, moto: MotoServer) -> Iterator[Setup]:
     namespace = f"transcode-{uuid.uuid4().hex[:8]}"
-    app = create_app(store, outputs, namespace=namespace, lease=3.0)
+    fitted = fitted_to_lease(store, 3.0)
+    app = create_app(fitted, outputs, namespace=namespace, lease=3.0, engines=["127.0.0.1"])
     with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
         yield Setup(store, namespace, moto, engine, url)
 
@@ -267,7 +269,8 @@ def test_with_an_sdk_each_ffmpeg_run_is_a_span_of_its_attempt(
     otel: Otel, moto: MotoServer, outputs: str, tmp_path: Path
 ) -> None:
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
-    with serve_app(create_app(store, outputs), lifespan="on") as url, EngineSimulator() as engine:
+    app = create_app(store, outputs, engines=["127.0.0.1"])
+    with serve_app(app, lifespan="on") as url, EngineSimulator() as engine:
         setup = Setup(store, "transcode", moto, engine, url)
         setup.run("split", "split", {"video": setup.video, "count": 1})
         setup.run("transcode", "transcode", {"video": setup.video, "segment": 1, **V2})

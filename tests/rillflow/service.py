@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from rill_executor.testing.drill._run import fitted_to_lease
+
 from ..adapters.s3.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,10 +56,11 @@ class ExecutorService:
     def start(self) -> ExecutorService:
         env = {
             **os.environ,
-            "RILL_STORE": self.store_url,
+            "RILL_STORE": fitted_to_lease(self.store_url, self.lease),
             "RILL_RUN_LOG": str(self.run_log),
             "RILL_STATUS_TOKEN": STATUS_TOKEN,
             "RILL_LEASE": str(self.lease),
+            "RILL_ENGINES": "127.0.0.1",  # the simulator, on this host
             "RILL_TOKEN_SECRET": TOKEN_SECRET,
             "RILL_HANDOFF_LOG": str(self.handoff_log),
             **(source_path(self.root) if self.root != ROOT else {}),

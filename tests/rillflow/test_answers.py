@@ -70,7 +70,9 @@ class Executor:
         self.tokens: dict[str, str] = {}
         self.ledger = AsyncLedger(url, namespace=f"answers-{uuid.uuid4().hex[:8]}", lease=30)
         deliverer = Deliverer(self.ledger, poll=timedelta(seconds=deliverer_poll))
-        self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET, deliverer=deliverer)
+        self.executor = RillFlowExecutor(
+            self.ledger, token_secret=SECRET, deliverer=deliverer, engines=["127.0.0.1"]
+        )
         self.app = FastAPI(lifespan=self.executor.lifespan)
 
         @self.executor.task("/encode", key=lambda job: f"{job.video}:{job.segment}", name="encode")

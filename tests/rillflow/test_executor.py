@@ -54,7 +54,7 @@ class Service:
     def __init__(self, url: str) -> None:
         self.runs: Counter[str] = Counter()
         self.ledger = AsyncLedger(url, namespace="transcode", lease=5)
-        self.executor = RillFlowExecutor(self.ledger)
+        self.executor = RillFlowExecutor(self.ledger, engines=["127.0.0.1"])
         self.app = FastAPI(lifespan=self.executor.lifespan)
 
         @self.executor.task(
@@ -294,7 +294,7 @@ def test_a_large_result_goes_out_as_an_output_object_and_the_callback_carries_it
     callback) carries only its ref, well under the engine's 6,144 characters."""
     outputs = MemoryOutputStore()
     ledger = AsyncLedger("memory://", namespace="render", lease=5, outputs=outputs)
-    executor = RillFlowExecutor(ledger)
+    executor = RillFlowExecutor(ledger, engines=["127.0.0.1"])
     app = FastAPI(lifespan=executor.lifespan)
 
     @executor.task("/render", key=lambda job: f"{job.video}:{job.segment}", name="render")

@@ -27,7 +27,7 @@ class Service:
     def __init__(self, url: str) -> None:
         self.runs: Counter[str] = Counter()
         self.ledger = AsyncLedger(url, namespace=f"h{uuid.uuid4().hex[:12]}", lease=5)
-        self.executor = RillFlowExecutor(self.ledger)
+        self.executor = RillFlowExecutor(self.ledger, engines=["127.0.0.1"])
         self.app = FastAPI(lifespan=self.executor.lifespan)
 
         @self.executor.task("/segments", key=lambda s: f"{s.video}:{s.segment}", name="encode")

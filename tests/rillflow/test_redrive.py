@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from rill_executor import AsyncLedger
 from rill_executor.rillflow import RillFlowExecutor, status_router
+from rill_executor.testing.drill._run import fitted_to_lease
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -52,9 +53,13 @@ class Executor:
         self.runs: Counter[str] = Counter()
         self.started = threading.Event()
         self.release = threading.Event()
+        url = fitted_to_lease(url, lease)
         self.ledger = AsyncLedger(url, namespace=f"redrive-{uuid.uuid4().hex[:8]}", lease=30)
         self.executor = RillFlowExecutor(
-            self.ledger, lease=timedelta(seconds=lease), max_redrives=max_redrives
+            self.ledger,
+            lease=timedelta(seconds=lease),
+            max_redrives=max_redrives,
+            engines=["127.0.0.1"],
         )
         self.app = FastAPI(lifespan=self.executor.lifespan)
 

@@ -14,7 +14,8 @@ import socket
 import string
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -58,7 +59,7 @@ class Frame(BaseModel):
 class Service:
     """An executor on the memory store whose handler hands its work off (a token per key)."""
 
-    def __init__(self, engines: list[str] | None = None) -> None:
+    def __init__(self, engines: Iterable[str] | None = ("127.0.0.1",)) -> None:
         self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
         self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET, engines=engines)
         self.tokens: dict[str, str] = {}
@@ -72,8 +73,8 @@ class Service:
         self.app.include_router(self.executor.router)
         self.app.include_router(status_router([self.ledger], tokens={OPERATOR: ["render"]}))
 
-    def client(self) -> httpx.AsyncClient:
-        transport = httpx.ASGITransport(app=self.app)
+    def client(self, peer: str = "127.0.0.1") -> httpx.AsyncClient:
+        transport = httpx.ASGITransport(app=self.app, client=(peer, 40000))
         return httpx.AsyncClient(transport=transport, base_url="http://executor")
 
     async def dispatch(
@@ -112,9 +113,9 @@ def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
         "http://127.0.0.1:99999/x",
     ],
 )
-def test_a_callback_url_outside_the_engines_is_refused_and_claims_nothing(
-    service: Service, callback: str
-) -> None:
+def test_a_callback_url_outside_the_engines_is_refused_and_claims_nothing(callback: str) -> None:
+    service = Service(engines=None)
+
     async def scenario() -> tuple[httpx.Response, JobStatus | None]:
         async with service.client() as http:
             answer = await service.dispatch(http, callback)
@@ -126,9 +127,57 @@ def test_a_callback_url_outside_the_engines_is_refused_and_claims_nothing(
     assert status is None
 
 
-def test_without_engines_the_dispatch_sender_is_the_engine(service: Service) -> None:
+def test_without_engines_the_dispatch_sender_is_the_engine() -> None:
+    service = Service(engines=None)
+
     async def scenario() -> httpx.Response:
-        async with service.client() as http:  # the ASGI transport's peer is 127.0.0.1
+        async with service.client(peer="10.0.0.5") as http:
+            answer = await service.dispatch(http, "http://10.0.0.5:9/flow/trigger.json?ts=1")
+        await service.executor.drain()
+        return answer
+
+    answer = run(scenario)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["state"] == "accepted"
+
+
+@pytest.mark.parametrize(
+    ("peer", "callback"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:15000/quitquitquit"),  # a sidecar proxy's admin port
+        ("127.0.0.2", "http://127.0.0.2:8080/flow/trigger.json"),
+        ("::1", "http://[::1]:15000/quitquitquit"),
+        ("::ffff:127.0.0.1", "http://[::ffff:127.0.0.1]:15000/quitquitquit"),
+        ("169.254.169.254", "http://169.254.169.254/latest/meta-data/"),
+        ("fe80::1", "http://[fe80::1]:8080/flow/trigger.json"),
+        ("0.0.0.0", "http://0.0.0.0:15000/quitquitquit"),
+        ("::", "http://[::]:15000/quitquitquit"),
+    ],
+)
+def test_without_engines_a_local_callback_is_refused_and_claims_nothing(
+    peer: str, callback: str
+) -> None:
+    """Behind a sidecar or mesh proxy the sender is the local host: a dispatch may not name
+    one of its ports (or a link-local service) as its callback unless the engines say so."""
+    service = Service(engines=None)
+
+    async def scenario() -> tuple[httpx.Response, JobStatus | None]:
+        async with service.client(peer=peer) as http:
+            answer = await service.dispatch(http, callback)
+        return answer, await service.status()
+
+    answer, status = run(scenario)
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error_msg"]
+    assert "loopback, link-local or unspecified" in message and "engines=[" in message
+    assert status is None
+
+
+def test_a_local_engine_named_in_engines_is_called_back() -> None:
+    service = Service(engines=["127.0.0.1"])  # a local simulator, say
+
+    async def scenario() -> httpx.Response:
+        async with service.client() as http:
             answer = await service.dispatch(http, ENGINE)
         await service.executor.drain()
         return answer
@@ -546,6 +595,49 @@ def test_a_heartbeat_lease_out_of_bounds_is_refused(service: Service, body: byte
     answer = run(scenario)
     assert answer.status_code == 400, answer.text
     assert answer.json()["reason"] == "bad_body"
+
+
+@pytest.mark.parametrize(
+    ("ttl", "lease"),
+    [
+        (3600, timedelta(days=8)),  # over a heartbeat's 7 days
+        (timedelta(days=30), None),  # the lease is the ttl when none is given
+    ],
+)
+def test_a_hand_off_lease_out_of_bounds_is_a_config_error(
+    ttl: float | timedelta, lease: float | timedelta | None
+) -> None:
+    """``hand_off(lease=...)`` is bounded as a heartbeat's lease is: a longer one is refused
+    with a ``ConfigError`` that names the bound, before a token is issued or the lease
+    extended."""
+    service = Service()
+    refused: list[Exception] = []
+
+    @service.executor.task("/bounded", key=lambda job: f"{job.scene}:{job.frame}", name="bounded")
+    async def bounded(job: Frame) -> dict[str, Any]:
+        try:
+            service.executor.hand_off(ttl, lease=lease)
+        except ConfigError as exc:
+            refused.append(exc)
+        return {"ok": True}
+
+    service.app.include_router(service.executor.router)
+
+    async def scenario() -> JobStatus | None:
+        async with service.client() as http:
+            answer = await http.post(
+                "/bounded?execution_id=E1&name=bounded",
+                json={"execution_id": "E1", "scene": "S", "frame": 1},
+                headers={"X-Mode": "async", "X-Callback-Url": ENGINE},
+            )
+            assert answer.status_code == 200, answer.text
+        await service.executor.drain()
+        return await service.ledger.status("S:1", handler="bounded")
+
+    status = run(scenario)
+    assert len(refused) == 1 and "at most 7 days" in str(refused[0]), refused
+    assert status is not None and status.result == {"ok": True}
+    assert service.executor._handoffs._asked == {}  # no lease was asked for
 
 
 # 2. No write without a verified token.

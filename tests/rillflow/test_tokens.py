@@ -59,7 +59,7 @@ class Service:
         self.tokens: dict[str, str] = {}  # key -> the last token handed off
         self.leases: dict[str, datetime] = {}  # key -> the lease a def handler saw after it
         self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
-        self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET)
+        self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET, engines=["127.0.0.1"])
         self.app = FastAPI(lifespan=self.executor.lifespan)
 
         def render(job: Frame) -> Rendered:

@@ -52,7 +52,7 @@ def server_span(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture
 def running(server_span: bool) -> Iterator[str]:
     ledger = AsyncLedger("memory://", namespace=NAMESPACE, lease=5)
-    executor = RillFlowExecutor(ledger)
+    executor = RillFlowExecutor(ledger, engines=["127.0.0.1"])
     app = FastAPI(lifespan=executor.lifespan, telemetry={"tracing": server_span})
 
     @executor.task("/transcode", key=lambda job: f"{job.video}:{job.segment}", name="transcode")

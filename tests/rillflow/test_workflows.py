@@ -122,7 +122,7 @@ class Service:
         self.engine: EngineSimulator | None = None
         self.seen_at_merge: list[dict[str, TaskStatus]] = []
         ledger = AsyncLedger("memory://", namespace="video", lease=5)
-        self.executor = RillFlowExecutor(ledger)
+        self.executor = RillFlowExecutor(ledger, engines=["127.0.0.1"])
         self.app = FastAPI(lifespan=self.executor.lifespan)
         self.app.include_router(status_router([ledger], tokens={TOKEN: ["video"]}))
         self.url = ""

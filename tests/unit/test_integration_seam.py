@@ -65,7 +65,7 @@ def test_a_hand_off_outside_a_mounted_handler_says_where_it_belongs() -> None:
 
     async def scenario() -> None:
         ledger = AsyncLedger("memory://", namespace="seam")
-        executor = RillFlowExecutor(ledger, token_secret="s" * 32)
+        executor = RillFlowExecutor(ledger, token_secret="s" * 32, engines=["127.0.0.1"])
         with pytest.raises(UsageError, match="inside a handler mounted with task"):
             executor.hand_off(60)
 

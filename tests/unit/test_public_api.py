@@ -88,6 +88,7 @@ def test_public_names_are_pinned() -> None:
         "Scope",
         "Seconds",
         "adapter_for",
+        "check_lease",
         "encode_result",
         "meter",
         "printable",

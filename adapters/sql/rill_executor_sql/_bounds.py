@@ -31,13 +31,16 @@ from rill_executor import ConfigError
 
 __all__ = ["Bounds", "connect_args", "engine_bounds", "set_on_connect", "split_bounds"]
 
-# Seconds; the server bounds stay well under the default lease (30 s).
+# Seconds; each at most half the Rill Flow executor's default lease (10 s): the executor
+# refuses a lease shorter than twice the longest (``Bounds.longest``, ``check_lease``). The
+# client waits a little longer than the server's own bounds, so that a statement the server
+# ends is reported as the server's error.
 _SERVER_DEFAULTS = {
-    "connect_timeout": 5.0,
-    "statement_timeout": 5.0,
-    "lock_timeout": 5.0,
-    "idle_in_transaction_timeout": 10.0,
-    "read_timeout": 10.0,
+    "connect_timeout": 4.0,
+    "statement_timeout": 4.0,
+    "lock_timeout": 4.0,
+    "idle_in_transaction_timeout": 4.0,
+    "read_timeout": 5.0,
 }
 _SQLITE_DEFAULTS = {"busy_timeout": 5.0}
 _OPTIONS = {**_SERVER_DEFAULTS, **_SQLITE_DEFAULTS}
@@ -55,6 +58,12 @@ class Bounds:
     idle: float | None = None
     read: float | None = None
     busy: float | None = None
+
+    @property
+    def longest(self) -> float | None:
+        """The longest any one of them lets an operation wait (None: none is set)."""
+        waits = [self.connect, self.statement, self.lock, self.idle, self.read, self.busy]
+        return max((wait for wait in waits if wait is not None), default=None)
 
     def for_migrations(self) -> Bounds:
         """A migration may rewrite a large table: only connecting and SQLite's lock wait

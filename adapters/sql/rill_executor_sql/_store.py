@@ -33,6 +33,7 @@ from rill_executor.store import (
 )
 
 from . import _flows, _migrations, _schema
+from ._bounds import split_bounds
 from ._dialect import (
     SqlDialect,
     dialect_of,
@@ -210,6 +211,8 @@ class SqlStore:
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
+        self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
+        """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
         self._where = _describe(self.dialect, self._url)
         self.engine, self._autocommit = _engines(
             self.dialect, self._url, make_sync_engine, lambda engine: engine
@@ -384,6 +387,8 @@ class AsyncSqlStore:
     def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
         self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
+        self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
+        """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
         self._where = _describe(self.dialect, self._url)
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False

@@ -22,6 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from rill_executor import ConfigError, UsageError, open_store
 from rill_executor.store import Pingable
@@ -39,6 +40,27 @@ from ._workload import Watched, Workload
 __all__ = ["DrillConfig", "FaultDrill"]
 
 ALL_FAULTS = tuple(FaultKind)
+
+
+_SQL_BOUNDS = {
+    "sqlite": ("busy_timeout",),
+    "postgresql": ("connect_timeout", "statement_timeout", "lock_timeout",
+                   "idle_in_transaction_timeout", "read_timeout"),
+}  # fmt: skip
+_SQL_BOUNDS["mysql"] = _SQL_BOUNDS["postgresql"]
+
+
+def fitted_to_lease(store: str, lease: float) -> str:
+    """``store`` with a SQL store's bounds it does not set at half ``lease``: an executor
+    refuses a lease shorter than twice its store's longest wait, and the drill's lease is
+    short (the defaults fit leases of 10 s)."""
+    parts = urlsplit(store)
+    names = _SQL_BOUNDS.get(parts.scheme.partition("+")[0], ())
+    given = parse_qs(parts.query)
+    extra = "&".join(f"{name}={lease / 2:g}" for name in names if name not in given)
+    if not extra:
+        return store
+    return store + ("&" if "?" in store else "?") + extra  # not urlunsplit: sqlite:////x
 
 
 @dataclass
@@ -136,10 +158,11 @@ class FaultDrill:
 
     def _run(self, reaper: Reaper) -> DrillRecord:
         cfg = self.config
-        env = {**cfg.env, "RILL_LEASE": str(cfg.lease)}
+        # The engine simulator runs on this host: name it, or callbacks to it are refused.
+        env = {"RILL_ENGINES": "127.0.0.1", **cfg.env, "RILL_LEASE": str(cfg.lease)}
         if cfg.outputs:
             env["RILL_OUTPUTS"] = cfg.outputs
-        store = cfg.store or ""
+        store = fitted_to_lease(cfg.store or "", cfg.lease)
         if cfg.log_dir is not None:
             cfg.log_dir.mkdir(parents=True, exist_ok=True)
         self._executors = [

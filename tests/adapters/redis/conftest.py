@@ -1,6 +1,7 @@
 """Redis servers for the adapter's tests.
 
-- ``redis_url``: the machine's Redis (RILL_TEST_REDIS_URL, default 127.0.0.1:6379/0); tests
+- ``redis_url``: the machine's Redis (RILL_TEST_REDIS_URL, default 127.0.0.1:6379/0), in a
+  database of the session's own (tests/conftest.py), emptied when the session starts; tests
   there isolate themselves with fresh namespaces and never flush it.
 - ``private_redis``: a redis-server of the test's own on a free port, with AOF
   (appendfsync always), to kill, restart, flush, monitor or reconfigure.
@@ -16,7 +17,6 @@ which the benchmarks use too.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -46,7 +46,6 @@ from rill_executor_redis.testing import RedisCluster, RedisServer
 
 T = TypeVar("T")
 
-REDIS_URL = os.environ.get("RILL_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 QUIET = "durability=ignore"  # the test servers keep nothing on disk on purpose
 
 

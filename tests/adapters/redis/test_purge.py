@@ -206,6 +206,52 @@ def test_a_page_deletes_no_more_than_its_limit_and_skips_nothing(
     assert purged == 25  # a SCAN step finds more than one: the rest waits in the cursor
 
 
+def test_a_purge_in_a_crowded_database_reaches_its_job_and_nothing_else(
+    make_store: MakeStore, redis_url: str
+) -> None:
+    """Among 20,000 keys of another application and 1,000 dangling jobs of another namespace
+    (what a failed setup leaves), a purge pages through every key, in short pages, deletes
+    its namespace's dangling job, and leaves every other key as it was."""
+    admin = redis.Redis.from_url(redis_url.partition("?")[0])
+    crowd = f"crowd-{uuid.uuid4().hex[:8]}"
+    others = _ledger(make_store(redis_url))
+    try:
+        with admin.pipeline(transaction=False) as pipe:
+            for n in range(20_000):
+                pipe.set(f"{crowd}:{n}", "x")
+            pipe.execute()
+        for n in range(1_000):
+            other = others.claim(f"left-{n}")
+            assert isinstance(other, Claim)
+            _dangle(admin, other.job_id, ago_s=120)
+        ledger = _ledger(make_store(redis_url))
+        mine = ledger.claim("k")
+        assert isinstance(mine, Claim)
+        _dangle(admin, mine.job_id, ago_s=120)
+
+        purged, cursors = _purge_all(ledger, dangling_after=60, limit=100)
+        assert purged == 1 and ledger.status("k") is None
+        assert cursors  # more than one page: each takes a bounded number of SCAN steps
+        assert sum(admin.exists(f"{crowd}:{n}") for n in range(0, 20_000, 97)) == 207
+        assert all(others.status(f"left-{n}") is not None for n in range(0, 1_000, 50))
+    finally:  # the crowd goes: the session's later tests scan this database too
+        for batch in _batches(admin.scan_iter(match=f"{crowd}:*", count=1000), 1000):
+            admin.unlink(*batch)
+        _purge_all(others, dangling_after=60)
+        admin.close()
+
+
+def _batches(keys: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for key in keys:
+        batch.append(key)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 @pytest.mark.parametrize("cursor", ["x", "0", "7:0", "0:-1", "0:12:nothex", "1:0"])
 def test_a_cursor_this_store_never_returned_is_refused(
     make_store: MakeStore, redis_url: str, cursor: str

@@ -5,9 +5,11 @@ the URL options that change them, and a lock held by another session answered in
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,10 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from rill_executor import ConfigError, StoreUnavailable
+from rill_executor import AsyncLedger, ConfigError, StoreUnavailable
+from rill_executor._config import LEASE_OVER_WAIT
 from rill_executor._keys import job_id
+from rill_executor.rillflow import RillFlowExecutor
 from rill_executor.testing import LedgerDriver
 from rill_executor_sql import AsyncSqlStore, SqlStore
 from rill_executor_sql._bounds import set_on_connect
@@ -34,7 +38,7 @@ _READ_BACK = {
         " CAST(@@idle_transaction_timeout AS CHAR)"
     ),
 }
-_DEFAULTS = {"postgres": ("5s", "5s", "10s"), "mariadb": ("5.000000", "5", "10")}
+_DEFAULTS = {"postgres": ("4s", "4s", "4s"), "mariadb": ("4.000000", "4", "4")}
 _CHANGED = "statement_timeout=1.5&lock_timeout=2&idle_in_transaction_timeout=3"
 _AS_CHANGED = {"postgres": ("1500ms", "2s", "3s"), "mariadb": ("1.500000", "2", "3")}
 
@@ -157,6 +161,65 @@ def test_a_bad_bound_in_the_url_is_a_config_error(
         SqlStore(url)
     with pytest.raises(ConfigError, match=message):
         AsyncSqlStore(url.replace("+pymysql", "+aiomysql"))
+
+
+# -- the bounds against the leases they serve --------------------------------------------------
+
+_SHORT = (
+    "connect_timeout=1&statement_timeout=0.5&lock_timeout=0.5&idle_in_transaction_timeout=1"
+    "&read_timeout=1"
+)
+
+
+def _store_url(request: pytest.FixtureRequest, server: str, tmp_path: Path) -> str:
+    if server == "sqlite":
+        return f"sqlite:///{tmp_path / 'jobs.db'}"
+    return str(request.getfixturevalue(f"{server}_url"))
+
+
+def _async(url: str) -> str:
+    return url.replace("+pymysql", "+aiomysql")
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb", "sqlite"])
+def test_every_default_bound_is_well_under_the_executors_default_lease(
+    request: pytest.FixtureRequest, server: str, tmp_path: Path
+) -> None:
+    """A statement stuck until its bound runs out must not outlive the lease it serves: the
+    default bounds are at most half the Rill Flow executor's default lease (10 s)."""
+    url = _store_url(request, server, tmp_path)
+    default = inspect.signature(RillFlowExecutor).parameters["lease"].default
+    store = SqlStore(url, upgrade=server == "sqlite")
+    try:
+        assert store.longest_wait is not None
+        assert store.longest_wait * LEASE_OVER_WAIT <= default.total_seconds()
+    finally:
+        store.close()
+    ledger = AsyncLedger(_async(url), namespace="bounds", lease=30)
+    assert RillFlowExecutor(ledger).lease == default  # built: its lease is long enough
+
+
+@pytest.mark.parametrize("server", ["postgres", "mariadb", "sqlite"])
+def test_an_executor_lease_not_well_above_the_stores_bounds_is_refused_at_construction(
+    request: pytest.FixtureRequest, server: str, tmp_path: Path
+) -> None:
+    url = _async(_store_url(request, server, tmp_path))
+    SqlStore(url.replace("+aiomysql", "+pymysql"), upgrade=True).close()
+    ledger = AsyncLedger(url, namespace="bounds", lease=30)
+    too_short = (
+        r"the RillFlowExecutor lease \(9 s\) must be at least 2 times the store's longest"
+        r" wait \(5 s\)"
+    )
+    with pytest.raises(ConfigError, match=too_short):
+        RillFlowExecutor(ledger, lease=9)
+    longer = "busy_timeout=20" if server == "sqlite" else "read_timeout=20"
+    slow = AsyncLedger(_with(url, longer), namespace="bounds", lease=60)
+    with pytest.raises(ConfigError, match=r"\(30 s\) .* longest wait \(20 s\)"):
+        RillFlowExecutor(slow, lease=30)
+    fitted = AsyncLedger(
+        _with(url, "busy_timeout=1" if server == "sqlite" else _SHORT), namespace="bounds"
+    )
+    assert RillFlowExecutor(fitted, lease=2).lease.total_seconds() == 2  # bounds that fit
 
 
 # -- a lock held by another session ----------------------------------------------------------
