@@ -18,6 +18,7 @@
     │   └── ResolutionRefused        an operator's resolution not applied; nothing written
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
+        │   └── OutcomeUnknown       a write sent twice whose outcome is unknown: read it back
         ├── SchemaMissing            the store's schema is absent or older than this library
         ├── StoreProtocolError       the store answered something the protocol forbids
         └── OutputStoreError         the output store (e.g. S3) failed or refused
@@ -51,6 +52,7 @@ __all__ = [
     "JobInProgress",
     "KeyConflict",
     "OutcomeError",
+    "OutcomeUnknown",
     "OutputAccessDenied",
     "OutputExists",
     "OutputMissing",
@@ -235,7 +237,21 @@ class StoreError(RillExecutorError):
 
 
 class StoreUnavailable(StoreError):
-    """The store could not be reached or dropped the call; retrying later is safe."""
+    """The store could not be reached or dropped the call; retrying later is safe.
+
+    ``applied`` is False when the store cannot have applied the call (it was never sent,
+    or the server refused it or rolled it back), None when it may have (the call was sent
+    and its reply lost): then only reading the record tells."""
+
+    def __init__(self, message: str, *, applied: bool | None = None) -> None:
+        super().__init__(message)
+        self.applied: bool | None = applied
+
+
+class OutcomeUnknown(StoreUnavailable):
+    """A write (a commit, a failure) was sent, sent again, and neither reply came back:
+    it may be recorded or not. Read the job (``ledger.status(key)``, ``rill-executor
+    status KEY``) or claim the key again (a replay if it was recorded) to learn which."""
 
 
 class SchemaMissing(StoreError):

@@ -37,6 +37,7 @@ def test_public_names_are_pinned() -> None:
         "Ledger",
         "MAX_KEY_BYTES",
         "OutcomeError",
+        "OutcomeUnknown",
         "OutputAccessDenied",
         "OutputExists",
         "OutputMissing",
@@ -160,6 +161,7 @@ def test_errors_form_one_hierarchy() -> None:
         JobInProgress,
         KeyConflict,
         OutcomeError,
+        OutcomeUnknown,
         RillExecutorError,
         StaleAttempt,
         StoreError,
@@ -172,5 +174,6 @@ def test_errors_form_one_hierarchy() -> None:
     for outcome in (JobInProgress, KeyConflict, StaleAttempt):
         assert issubclass(outcome, OutcomeError)
     assert issubclass(StoreUnavailable, StoreError)
+    assert issubclass(OutcomeUnknown, StoreUnavailable)
     for root in (UsageError, OutcomeError, StoreError):
         assert issubclass(root, RillExecutorError)

@@ -279,7 +279,9 @@ class SqlStore:
             except Exception as exc:  # a race arrives wrapped, as StoreError
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
-        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+        raise StoreUnavailable(
+            f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
+        )
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
@@ -455,7 +457,9 @@ class AsyncSqlStore:
             except Exception as exc:
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
-        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+        raise StoreUnavailable(
+            f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
+        )
 
     async def ping(self) -> None:
         await self._run(lambda: _flows.ping(self.dialect), transaction=False)
