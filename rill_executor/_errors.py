@@ -3,6 +3,7 @@
     RillExecutorError
     ├── UsageError                   the caller asked for something invalid; nothing was written
     │   ├── ConfigError              a Ledger or store was configured unsafely or wrongly
+    │   │   └── UnsafeDeployment     durability=require, and the store can lose commits
     │   ├── InvalidKey               a business key or namespace is empty, too long, not UTF-8
     │   ├── InvalidPayload           a fingerprint or attempt id that cannot be used
     │   ├── InvalidOutputName        an output name that cannot become an object key
@@ -69,7 +70,9 @@ __all__ = [
     "StoreUnavailable",
     "TerminalError",
     "UndecodableResult",
+    "UnsafeDeployment",
     "UsageError",
+    "DurabilityWarning",
 ]
 
 
@@ -83,6 +86,16 @@ class UsageError(RillExecutorError, ValueError):
 
 class ConfigError(UsageError):
     """A configuration that would be unsafe or cannot work."""
+
+
+class UnsafeDeployment(ConfigError):
+    """``durability=require``, and the store's settings can lose acknowledged claims or
+    commits (Redis eviction or no AOF, PostgreSQL ``synchronous_commit=off``…): refused at
+    open, and claims refused while a check finds it so."""
+
+
+class DurabilityWarning(RuntimeWarning):
+    """The store's settings can lose acknowledged claims or commits: work may run twice."""
 
 
 class InvalidKey(UsageError):

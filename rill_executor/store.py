@@ -31,10 +31,12 @@ from ._decisions import (
 )
 from ._drive import drive, drive_async
 from ._errors import (
+    DurabilityWarning,
     SchemaMissing,
     StoreError,
     StoreProtocolError,
     StoreUnavailable,
+    UnsafeDeployment,
     UsageError,
 )
 from ._events import MAX_EVENTS, appended_event
@@ -64,6 +66,7 @@ from ._purge import (
     purge_batch,
     purge_verdict,
 )
+from ._recheck import Recheck
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._registry import upgrade_schema
 from ._resolution import (
@@ -101,6 +104,9 @@ from ._threaded_store import ThreadedAsyncStore
 __all__ = [
     "AsyncMemoryStore",
     "DueNotice",
+    "DurabilityWarning",
+    "Recheck",
+    "UnsafeDeployment",
     "MemoryStore",
     "ThreadedAsyncStore",
     "Watch",

@@ -12,11 +12,11 @@ work runs twice. ``Deployment`` reports, per primary, the settings that decide t
 - ``ignore``: no check and no round trips (tests, or a deployment checked elsewhere).
 
 Settings change under a running store (``CONFIG SET maxmemory-policy allkeys-lru``), so
-the check runs again while the store is used (``Recheck``): before the first claim after
-the store's client made a new connection, and at most every 30 s otherwise, on the claim
-that comes due. A store found unsafe under ``require`` refuses every claim with
-``UnsafeDeployment`` until a check finds it safe again; under ``warn`` a check that finds
-new risks warns again.
+the check runs again while the store is used (``rill_executor.store.Recheck``): before the
+first claim after the store's client made a new connection, and at most every 30 s
+otherwise, on the claim that comes due. A store found unsafe under ``require`` refuses
+every claim with ``UnsafeDeployment`` until a check finds it safe again; under ``warn`` a
+check that finds new risks warns again.
 
 Replication is not checked: Redis replicates asynchronously, so a failover can lose the
 last writes even with AOF on every node. See docs/redis.md.
@@ -24,10 +24,8 @@ last writes even with AOF on every node. See docs/redis.md.
 
 from __future__ import annotations
 
-import threading
-import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +35,7 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import ResponseError
 
-from rill_executor import ConfigError
+from rill_executor.store import DurabilityWarning, UnsafeDeployment
 
 from ._url import Durability
 
@@ -50,24 +48,16 @@ __all__ = [
     "Durability",
     "DurabilityWarning",
     "NodeDurability",
-    "Recheck",
     "UnsafeDeployment",
     "aprobe",
     "enforce",
     "node_from_config",
     "node_from_info",
     "probe",
+    "unsafe",
 ]
 
 SETTINGS = ("appendonly", "appendfsync", "maxmemory-policy")
-
-
-class DurabilityWarning(RuntimeWarning):
-    """The Redis deployment can lose acknowledged claims or commits: work may run twice."""
-
-
-class UnsafeDeployment(ConfigError):
-    """``durability=require`` and the Redis deployment can lose acknowledged writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,64 +130,19 @@ def enforce(deployment: Deployment, policy: Durability, where: str) -> None:
     risks = deployment.risks
     if not risks or policy is Durability.IGNORE:
         return
-    message = _unsafe(risks, where)
+    message = unsafe(risks, where)
     if policy is Durability.REQUIRE:
         raise UnsafeDeployment(message)
     warnings.warn(message, DurabilityWarning, stacklevel=4)
 
 
-def _unsafe(risks: list[str], where: str) -> str:
+def unsafe(risks: list[str], where: str) -> str:
+    """The message of a warning or refusal for ``risks``."""
     return (
         f"Redis store at {where} can lose acknowledged claims or commits, and a lost claim or"
         f" commit means a duplicate runs the work again: {'; '.join(risks)}."
         " See docs/redis.md; add ?durability=ignore to the URL to silence this"
     )
-
-
-class Recheck:
-    """When a store checks its deployment again, and what it found last (no I/O).
-
-    ``due()`` before a claim: True after ``connected()`` (the client made a new connection)
-    or ``every`` seconds after the last check. The store then probes and hands the result
-    to ``checked``, which raises ``UnsafeDeployment`` (``require``) or warns of new risks
-    (``warn``). Between checks, ``refuse()`` raises again while the last check found the
-    deployment unsafe under ``require``: claims stay refused until a check finds it safe."""
-
-    def __init__(
-        self,
-        policy: Durability,
-        where: str,
-        every: float = 30.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.policy, self.where, self.every, self._clock = policy, where, every, clock
-        self._next = clock() + every  # the store checked at open
-        self._connected = False
-        self._risks: list[str] = []
-        self._lock = threading.Lock()
-
-    def connected(self, *_: object) -> None:
-        """A new connection was made (the client's connect hook)."""
-        self._connected = True
-
-    def due(self) -> bool:
-        if self.policy is Durability.IGNORE:
-            return False
-        return self._connected or self._clock() >= self._next
-
-    def checked(self, deployment: Deployment) -> None:
-        with self._lock:
-            new = [risk for risk in deployment.risks if risk not in self._risks]
-            self._risks = deployment.risks
-            self._connected = False
-            self._next = self._clock() + self.every
-        if new and self.policy is Durability.WARN:
-            warnings.warn(_unsafe(new, self.where), DurabilityWarning, stacklevel=4)
-        self.refuse()
-
-    def refuse(self) -> None:
-        if self._risks and self.policy is Durability.REQUIRE:
-            raise UnsafeDeployment(_unsafe(self._risks, self.where))
 
 
 # The probes: a few round trips per primary, once, when a store is opened.

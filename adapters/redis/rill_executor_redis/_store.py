@@ -40,6 +40,7 @@ from rill_executor.store import (
     NoticeSettlement,
     PurgePage,
     PurgeRequest,
+    Recheck,
     Resolution,
     StatusPage,
     StoreAnswer,
@@ -50,7 +51,7 @@ from rill_executor.store import (
 
 from . import _flows
 from ._client import AsyncClient, SyncClient, async_client, sync_client
-from ._deployment import Deployment, Durability, Recheck, aprobe, probe
+from ._deployment import Deployment, Durability, aprobe, probe, unsafe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
 from ._keys import IDENTITY, job_keys
 from ._rows import answer_from, claimed_from, finished_from, status_from
@@ -112,9 +113,9 @@ class RedisStore:
         self._indexed = not isinstance(client, redis.cluster.RedisCluster)  # see _outbox
         self._wire = wire_for(client)  # the scripts' own path on a plain standalone client
         policy = Durability(durability)
-        self._recheck = Recheck(policy, self.where)
+        self._recheck = _recheck(policy, self.where)
         if policy is not Durability.IGNORE:
-            self._recheck.checked(self.deployment())
+            self._recheck.checked(self.deployment().risks)
             _on_new_connections(client, self._recheck.connected)
         with wrap_errors("store identity", self.where):  # read once, at open
             client.set(IDENTITY, uuid.uuid4().hex, nx=True)
@@ -152,7 +153,7 @@ class RedisStore:
         """The deployment checked again when due (``Recheck``); ``UnsafeDeployment``
         while the last check found it unsafe under ``require``."""
         if self._recheck.due():
-            self._recheck.checked(self.deployment())
+            self._recheck.checked(self.deployment().risks)
         self._recheck.refuse()
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
@@ -268,7 +269,7 @@ class AsyncRedisStore:
         self._store_id: str | None = None
         policy = Durability(deferred)
         self._unchecked = None if policy is Durability.IGNORE else policy
-        self._recheck = Recheck(Durability.IGNORE, self.where)  # see check_durability
+        self._recheck = _recheck(Durability.IGNORE, self.where)  # see check_durability
 
     @classmethod
     def from_url(
@@ -317,19 +318,19 @@ class AsyncRedisStore:
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
             self.watch_durability(policy)
-            self._recheck.checked(await self.deployment())
+            self._recheck.checked((await self.deployment()).risks)
 
     def watch_durability(self, durability: Durability | str) -> None:
         """Check the deployment again while the store is used, under ``durability``: before
         the first claim after a new connection, and at most every 30 s (``Recheck``)."""
         policy = Durability(durability)
-        if policy is not Durability.IGNORE and self._recheck.policy is not policy:
-            self._recheck = Recheck(policy, self.where)
+        if policy is not Durability.IGNORE and self._recheck.policy != policy:
+            self._recheck = _recheck(policy, self.where)
             _on_new_connections(self.client, self._recheck.connected)
 
     async def _safe_to_claim(self) -> None:
         if self._recheck.due():
-            self._recheck.checked(await self.deployment())
+            self._recheck.checked((await self.deployment()).risks)
         self._recheck.refuse()
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
@@ -446,6 +447,10 @@ _ASYNC_ERRORS = (*REDIS_ERRORS, AttributeError)
 def open_redis_store(url: str) -> RedisStore:
     """Entry point of ``redis://``, ``rediss://`` and ``redis+cluster://`` (sync)."""
     return RedisStore.from_url(url)
+
+
+def _recheck(policy: Durability, where: str) -> Recheck:
+    return Recheck(policy, lambda risks: unsafe(risks, where))
 
 
 def _on_new_connections(client: SyncClient | AsyncClient, hook: Callable[[], None]) -> None:

@@ -4,6 +4,7 @@ acknowledged writes (a lost claim or commit means a duplicate runs the work agai
 from __future__ import annotations
 
 import asyncio
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from rill_executor import Claim, ConfigError, Ledger, open_async_store, open_store
+from rill_executor._recheck import RECHECK_AFTER
+from rill_executor.store import Recheck
 from rill_executor.testing import LedgerDriver, is_claim
 from rill_executor_redis import (
     AsyncRedisStore,
@@ -19,7 +22,6 @@ from rill_executor_redis import (
     RedisStore,
     UnsafeDeployment,
 )
-from rill_executor_redis._deployment import Deployment, Durability, Recheck
 from rill_executor_redis.testing import RedisServer
 
 from .conftest import with_query
@@ -142,7 +144,9 @@ def test_without_aof_a_restart_forgets_a_claim_and_the_work_runs_twice(
 
 def _evicting(server: RedisServer, on: bool) -> None:
     """Turn eviction on (a small maxmemory, allkeys-lru) or off, then close the store's
-    connections: its next call connects afresh, and the store checks again."""
+    connections: its next call connects afresh, and the store checks again (a new
+    connection makes a check due a second after the last one at the earliest)."""
+    time.sleep(RECHECK_AFTER)
     with server.client() as admin:
         admin.config_set("maxmemory-policy", "allkeys-lru" if on else "noeviction")
         admin.config_set("maxmemory", "4mb" if on else "0")
@@ -192,19 +196,21 @@ def test_a_store_that_turns_unsafe_warns_with_durability_warn(private_redis: Red
 
 def test_the_check_comes_due_again_every_30_s() -> None:
     now = [0.0]
-    recheck = Recheck(Durability.REQUIRE, "redis:6379", clock=lambda: now[0])
+    recheck = Recheck("require", "; ".join, clock=lambda: now[0])
     assert not recheck.due()
     now[0] = 29.9
     assert not recheck.due()
     now[0] = 30.0
     assert recheck.due()
     unsafe = NodeDurability("redis:6379", True, "everysec", "allkeys-lru")
-    with pytest.raises(UnsafeDeployment):
-        recheck.checked(Deployment((unsafe,)))
+    with pytest.raises(UnsafeDeployment, match="maxmemory-policy is allkeys-lru"):
+        recheck.checked(unsafe.risks())
     assert not recheck.due()
     with pytest.raises(UnsafeDeployment):
         recheck.refuse()
     recheck.connected()
+    assert not recheck.due()  # a second after the last check at the earliest
+    now[0] = 31.0
     assert recheck.due()
-    recheck.checked(Deployment((NodeDurability("redis:6379", True, "everysec", "noeviction"),)))
+    recheck.checked(NodeDurability("redis:6379", True, "everysec", "noeviction").risks())
     recheck.refuse()  # safe again
