@@ -6,7 +6,9 @@ automatic heartbeat meets one), ``lost`` turns true and the attempt must stop wr
 A heartbeat or finish whose reply is lost (``StoreUnavailable``: the connection broke after
 the call was sent) is sent once more: a heartbeat twice extends the lease twice, and a finish
 found already applied by this attempt, at this fence, with the same completion, is taken as
-written. If the second send fails too, the outcome is not recorded and the error says so.
+written. If the second send fails too, the error says what is known: ``OutcomeUnknown``
+when either send may have been applied (its reply was lost), else ``StoreUnavailable``
+saying the outcome is not recorded.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from . import _telemetry as telemetry
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._config import Seconds
 from ._core import LedgerCore
-from ._errors import StaleAttempt, StoreUnavailable, UsageError
+from ._errors import OutcomeUnknown, StaleAttempt, StoreUnavailable, UsageError
 from ._outputs import OutputStore
 from ._records import JobRow, JobState, at_us
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
@@ -39,18 +41,29 @@ __all__ = [
 
 
 def resend_once(call: Callable[[], StoreAnswer]) -> tuple[StoreAnswer, bool]:
-    """``call()``, sent a second time after a ``StoreUnavailable``; and whether it was."""
+    """``call()``, sent a second time after a ``StoreUnavailable``; and whether it was. If
+    the second fails too, its error's ``applied`` covers both sends."""
     try:
         return call(), False
-    except StoreUnavailable:
-        return call(), True
+    except StoreUnavailable as first:
+        try:
+            return call(), True
+        except StoreUnavailable as again:
+            if first.applied is not False:
+                again.applied = None  # the first send may have been applied
+            raise
 
 
 async def resend_once_async(call: Callable[[], Awaitable[StoreAnswer]]) -> tuple[StoreAnswer, bool]:
     try:
         return await call(), False
-    except StoreUnavailable:
-        return await call(), True
+    except StoreUnavailable as first:
+        try:
+            return await call(), True
+        except StoreUnavailable as again:
+            if first.applied is not False:
+                again.applied = None  # the first send may have been applied
+            raise
 
 
 class _ClaimBase:
@@ -133,12 +146,25 @@ class _ClaimBase:
         raise NotImplementedError
 
     def _unrecorded(self, operation: str, exc: StoreUnavailable) -> StoreUnavailable:
-        return StoreUnavailable(
-            f"{operation} by attempt {self.attempt_id} (fence {self.fence}) of key"
-            f" {self.key!r} did not reach the store, sent twice: the outcome is NOT recorded."
-            f" The job stays processing until its lease runs out (at"
+        """The error of a finish sent twice in vain: ``OutcomeUnknown`` if either send may
+        have been applied, else the outcome is known not to be recorded."""
+        lapse = (
+            f"job stays processing until its lease runs out (at"
             f" {self.lease_expires_at.isoformat()} on the store's clock, as last seen); then"
-            f" the next claim runs the work again. Cause: {exc}"
+            f" the next claim runs the work again"
+        )
+        attempt = f"attempt {self.attempt_id} (fence {self.fence}) of key {self.key!r}"
+        if exc.applied is False:
+            return StoreUnavailable(
+                f"{operation} by {attempt} did not reach the store, sent twice: the outcome"
+                f" is NOT recorded. The {lapse}. Cause: {exc}",
+                applied=False,
+            )
+        return OutcomeUnknown(
+            f"{operation} by {attempt} was sent twice and no reply came back: the outcome is"
+            f" UNKNOWN, it may be recorded. Read it: `rill-executor status {self.key}`"
+            " (ledger.status(key)), or claim the key again (a replay if it was recorded). If"
+            f" it was not, the {lapse}. Cause: {exc}"
         )
 
     def _accept(

@@ -257,10 +257,19 @@ class LedgerCore:
 
     @staticmethod
     def settlement(
-        notice: DueNotice, status: str, outcome: str, detail: str | None, retry_in: Seconds
+        notice: DueNotice,
+        status: str,
+        outcome: str,
+        detail: str | None,
+        retry_in: Seconds,
+        tried: bool = True,
     ) -> NoticeSettlement:
         if status not in (NoticeStatus.DELIVERED, NoticeStatus.DROPPED, NoticeStatus.PENDING):
             raise UsageError(f"notice status must be delivered, dropped or pending, not {status!r}")
+        if not tried and status != NoticeStatus.PENDING:
+            raise UsageError(
+                f"a notice given back unsent (tried=False) stays pending, not {status!r}"
+            )
         return NoticeSettlement(
             notice_id=notice.info.id,
             owner=notice.owner,
@@ -268,6 +277,7 @@ class LedgerCore:
             outcome=escape_text(outcome),
             detail=None if detail is None else escape_text(detail),
             retry_in_us=to_us(retry_in, "retry_in", zero=True),
+            tried=tried,
         )
 
     @staticmethod

@@ -57,6 +57,8 @@ class DrillReport(_View):
     refused_writes: int  # recorded refusals: completion tokens, attempts fenced off
     resolutions: int  # manual resolutions (reason and actor in each job's event log)
     notices_pending: int
+    notices_unsent: int  # pending, given back unsent by every deliverer that leased them
+    unsent: tuple[str, ...]  # "key: why" of those (first 100)
     notices_dropped: int
     notices_retried: int  # notices that needed more than one delivery
     orphan_outputs: int | None  # None: the ledger has no output store
@@ -163,6 +165,7 @@ class Drill:
         self.states: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
         self.dangling: list[str] = []
+        self.unsent: list[str] = []
         self.broken: list[DrillFinding] = []
         self.orphans: tuple[int, int] | None = None
         self.store_time: datetime | None = None
@@ -185,6 +188,10 @@ class Drill:
         for n in status.notices:
             self.counts["notices_" + n.status] += 1
             self.counts["notices_retried"] += n.attempts > 1
+            if n.unsent:
+                self.counts["notices_unsent"] += 1
+                if len(self.unsent) < MAX_LISTED:
+                    self.unsent.append(f"{status.key}: {n.detail}")
         self.broken.extend(examine(status, self.retention))
 
     def add_outputs(self, audits: list[OutputAudit]) -> None:
@@ -206,6 +213,8 @@ class Drill:
             refused_writes=c["refused"],
             resolutions=c["resolutions"],
             notices_pending=c["notices_pending"],
+            notices_unsent=c["notices_unsent"],
+            unsent=tuple(self.unsent),
             notices_dropped=c["notices_dropped"],
             notices_retried=c["notices_retried"],
             orphan_outputs=None if self.orphans is None else self.orphans[0],

@@ -3,6 +3,7 @@
     RillExecutorError
     ├── UsageError                   the caller asked for something invalid; nothing was written
     │   ├── ConfigError              a Ledger or store was configured unsafely or wrongly
+    │   │   └── UnsafeDeployment     durability=require, and the store can lose commits
     │   ├── InvalidKey               a business key or namespace is empty, too long, not UTF-8
     │   ├── InvalidPayload           a fingerprint or attempt id that cannot be used
     │   ├── InvalidOutputName        an output name that cannot become an object key
@@ -18,6 +19,7 @@
     │   └── ResolutionRefused        an operator's resolution not applied; nothing written
     └── StoreError                   the store itself failed; state is as the store left it
         ├── StoreUnavailable         could not reach the store, or it dropped the call
+        │   └── OutcomeUnknown       a write sent twice whose outcome is unknown: read it back
         ├── SchemaMissing            the store's schema is absent or older than this library
         ├── IncompatibleStore        the store admits only newer versions of the library
         ├── StoreProtocolError       the store answered something the protocol forbids
@@ -53,6 +55,7 @@ __all__ = [
     "JobInProgress",
     "KeyConflict",
     "OutcomeError",
+    "OutcomeUnknown",
     "OutputAccessDenied",
     "OutputExists",
     "OutputMissing",
@@ -69,7 +72,9 @@ __all__ = [
     "StoreUnavailable",
     "TerminalError",
     "UndecodableResult",
+    "UnsafeDeployment",
     "UsageError",
+    "DurabilityWarning",
 ]
 
 
@@ -83,6 +88,16 @@ class UsageError(RillExecutorError, ValueError):
 
 class ConfigError(UsageError):
     """A configuration that would be unsafe or cannot work."""
+
+
+class UnsafeDeployment(ConfigError):
+    """``durability=require``, and the store's settings can lose acknowledged claims or
+    commits (Redis eviction or no AOF, PostgreSQL ``synchronous_commit=off``…): refused at
+    open, and claims refused while a check finds it so."""
+
+
+class DurabilityWarning(RuntimeWarning):
+    """The store's settings can lose acknowledged claims or commits: work may run twice."""
 
 
 class InvalidKey(UsageError):
@@ -237,7 +252,21 @@ class StoreError(RillExecutorError):
 
 
 class StoreUnavailable(StoreError):
-    """The store could not be reached or dropped the call; retrying later is safe."""
+    """The store could not be reached or dropped the call; retrying later is safe.
+
+    ``applied`` is False when the store cannot have applied the call (it was never sent,
+    or the server refused it or rolled it back), None when it may have (the call was sent
+    and its reply lost): then only reading the record tells."""
+
+    def __init__(self, message: str, *, applied: bool | None = None) -> None:
+        super().__init__(message)
+        self.applied: bool | None = applied
+
+
+class OutcomeUnknown(StoreUnavailable):
+    """A write (a commit, a failure) was sent, sent again, and neither reply came back:
+    it may be recorded or not. Read the job (``ledger.status(key)``, ``rill-executor
+    status KEY``) or claim the key again (a replay if it was recorded) to learn which."""
 
 
 class SchemaMissing(StoreError):

@@ -307,10 +307,15 @@ class Ledger(_LedgerBase[Store]):
         *,
         detail: str | None = None,
         retry_in: Seconds = 0,
+        tried: bool = True,
     ) -> bool:
         """Record how a delivery ended: ``delivered``, ``dropped`` (never to be taken), or
-        ``pending`` to try again after ``retry_in``. False if the lease was lost first."""
-        step = operations.settle_notice(self._core, notice, status, outcome, detail, retry_in)
+        ``pending`` to try again after ``retry_in``. ``tried=False``: the notice was not
+        sent (this process may not send it) and is given back, pending, its lease not
+        counted as a try. False if the lease was lost first."""
+        step = operations.settle_notice(
+            self._core, notice, status, outcome, detail, retry_in, tried
+        )
         return cast(bool, drive(step, self._perform))
 
     def jobs(
@@ -525,8 +530,11 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         *,
         detail: str | None = None,
         retry_in: Seconds = 0,
+        tried: bool = True,
     ) -> bool:
-        step = operations.settle_notice(self._core, notice, status, outcome, detail, retry_in)
+        step = operations.settle_notice(
+            self._core, notice, status, outcome, detail, retry_in, tried
+        )
         return cast(bool, await drive_async(step, self._perform))
 
     async def jobs(

@@ -13,7 +13,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from ._errors import UsageError
-from ._notices import NoticeStatus
+from ._notices import NoticeStatus, is_unsent
 from ._records import ErrorInfo, JobRow, JobState, OwnerInfo, at_us, from_us
 from ._store import JobPage, JobQuery
 
@@ -79,6 +79,7 @@ class JobSummary(BaseModel):
     finished_at: datetime | None
     retain_until: datetime | None
     pending_notices: int  # completion notices not yet delivered or dropped
+    unsent_notices: int = 0  # of those, given back unsent by every deliverer that leased them
 
     @classmethod
     def build(cls, job: JobRow, now: int) -> JobSummary:
@@ -97,6 +98,7 @@ class JobSummary(BaseModel):
             finished_at=from_us(job.finished_at),
             retain_until=from_us(job.retain_until),
             pending_notices=sum(n["status"] == NoticeStatus.PENDING for n in notices),
+            unsent_notices=sum(is_unsent(n) for n in notices),
         )
 
 

@@ -86,6 +86,7 @@ __all__ = [
     "add_watch",
     "finish_notices",
     "is_lapse",
+    "is_unsent",
     "lapse_notices",
     "lease_notice",
     "leasable",
@@ -194,6 +195,16 @@ def notice_due(notices: str) -> int | None:
     return min(due) if due else None
 
 
+def is_unsent(notice: dict[str, Any]) -> bool:
+    """Pending, and given back unsent (``NoticeSettlement.tried`` False) by every deliverer
+    that leased it: it waits for one that may send it (``NoticeInfo.unsent``)."""
+    return (
+        notice["status"] == NoticeStatus.PENDING
+        and notice["attempts"] == 0
+        and notice["outcome"] is not None
+    )
+
+
 def is_lapse(notice: dict[str, Any]) -> bool:
     """A lapse notice (see the module docs), not a job outcome to report."""
     return bool(notice["state"] == JobState.PROCESSING.value)
@@ -251,6 +262,7 @@ def settle_notice(notices: str, settlement: NoticeSettlement, now: int) -> str |
             return None
         again = settlement.status == NoticeStatus.PENDING
         notice.update(
+            attempts=notice["attempts"] - (0 if settlement.tried else 1),
             status=settlement.status,
             lease_owner=None,
             lease_until=None,

@@ -153,9 +153,10 @@ def settle_notice(
     outcome: str,
     detail: str | None,
     retry_in: Seconds,
+    tried: bool = True,
 ) -> Step:
     """How a delivery ended; False if the lease was lost first."""
-    settlement = core.settlement(notice, status, outcome, detail, retry_in)
+    settlement = core.settlement(notice, status, outcome, detail, retry_in, tried)
     return (yield StoreCall("settle_notice", (notice.job_id, settlement)))
 
 

@@ -235,6 +235,12 @@ class NoticeInfo(_View):
     created_at: datetime
     settled_at: datetime | None
 
+    @property
+    def unsent(self) -> bool:
+        """Pending, and given back unsent by every deliverer that leased it: none of them
+        may send it (``detail`` says why); it waits for one that may (invariant 20)."""
+        return self.status == "pending" and self.attempts == 0 and self.outcome is not None
+
     @classmethod
     def many(cls, text: str | None) -> tuple[NoticeInfo, ...]:
         return tuple(

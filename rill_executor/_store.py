@@ -147,7 +147,9 @@ class NoticeBatch:
 @dataclass(frozen=True, slots=True)
 class NoticeSettlement:
     """How a delivery ended: ``status`` delivered, dropped, or pending again after
-    ``retry_in_us``; ``outcome`` and ``detail`` say what the receiver answered."""
+    ``retry_in_us``; ``outcome`` and ``detail`` say what the receiver answered. ``tried``
+    False: the deliverer gave the notice back unsent (it may not send it), so its lease
+    does not count as a try."""
 
     notice_id: str
     owner: str
@@ -155,6 +157,7 @@ class NoticeSettlement:
     outcome: str
     detail: str | None = None
     retry_in_us: int = 0
+    tried: bool = True
 
 
 @dataclass(frozen=True, slots=True)

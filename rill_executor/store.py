@@ -32,11 +32,13 @@ from ._decisions import (
 )
 from ._drive import drive, drive_async
 from ._errors import (
+    DurabilityWarning,
     IncompatibleStore,
     SchemaMissing,
     StoreError,
     StoreProtocolError,
     StoreUnavailable,
+    UnsafeDeployment,
     UsageError,
 )
 from ._events import MAX_EVENTS, appended_event
@@ -66,6 +68,7 @@ from ._purge import (
     purge_batch,
     purge_verdict,
 )
+from ._recheck import Recheck, callers_level
 from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from ._registry import upgrade_schema
 from ._resolution import (
@@ -105,6 +108,10 @@ __all__ = [
     "AsyncMemoryStore",
     "Clock",
     "DueNotice",
+    "DurabilityWarning",
+    "Recheck",
+    "callers_level",
+    "UnsafeDeployment",
     "MemoryStore",
     "SystemClock",
     "ThreadedAsyncStore",

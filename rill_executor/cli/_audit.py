@@ -29,6 +29,7 @@ def _counts(report: DrillReport) -> list[tuple[str, str]]:
         ("refused writes", str(report.refused_writes)),
         ("manual resolutions", str(report.resolutions)),
         ("notices pending", str(report.notices_pending)),
+        ("notices no deliverer may send", str(report.notices_unsent)),
         ("notices dropped", str(report.notices_dropped)),
         ("notices sent more than once", str(report.notices_retried)),
     ]
@@ -48,6 +49,8 @@ def _print(report: DrillReport) -> None:
     out.print(summary)
     if report.dangling:
         out.print("dangling: " + ", ".join(report.dangling))
+    for unsent in report.unsent:
+        out.print(styled("unsent notice of " + unsent, "yellow"))
     if not report.broken:
         out.print(styled("every invariant holds", "green"))
         return

@@ -310,5 +310,12 @@ def _job_cells(job: JobSummary) -> dict[str, str | Text]:
         "updated": when(job.updated_at),
         "owner": owner,
         "error": "-" if job.error is None else f"{job.error.type}: {job.error.message}",
-        "notices": f"{job.pending_notices} pending" if job.pending_notices else "-",
+        "notices": _notices_cell(job),
     }
+
+
+def _notices_cell(job: JobSummary) -> str:
+    if not job.pending_notices:
+        return "-"
+    unsent = f" ({job.unsent_notices} no deliverer may send)" if job.unsent_notices else ""
+    return f"{job.pending_notices} pending{unsent}"

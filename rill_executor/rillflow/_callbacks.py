@@ -14,6 +14,8 @@ classification      the engine said                                        the n
                     the stored result
 ``refused``         400 (30109: body too large), other 4xx                 dropped
 ``retry_later``     5xx otherwise, 30101 (task lock), network errors       pending again
+``passed_over``     (not sent: the URL is on no engine this executor serves;  pending again,
+                    an executor that serves it sends it)                   try not counted
 ``redriven``        (no callback: a lapse notice, acted on by re-driving   delivered
                     the job; see ``_redrive``)
 ==================  =====================================================  ============
@@ -43,6 +45,7 @@ __all__ = [
     "error_code",
     "failed_body",
     "output_of",
+    "pass_over_delay",
     "retry_delay",
     "settle_as",
     "too_large",
@@ -65,6 +68,7 @@ class CallbackClass(enum.StrEnum):
     REFUSED = "refused"
     RETRY_LATER = "retry_later"
     REDRIVEN = "redriven"
+    PASSED_OVER = "passed_over"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +188,7 @@ def classify(status_code: int | None, body: str | None) -> tuple[CallbackClass, 
 def settle_as(kind: CallbackClass) -> str:
     if kind in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE, CallbackClass.REDRIVEN):
         return NoticeStatus.DELIVERED
-    if kind is CallbackClass.RETRY_LATER:
+    if kind in (CallbackClass.RETRY_LATER, CallbackClass.PASSED_OVER):
         return NoticeStatus.PENDING
     return NoticeStatus.DROPPED
 
@@ -192,3 +196,11 @@ def settle_as(kind: CallbackClass) -> str:
 def retry_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> float:
     """Seconds before the next try after ``attempts`` tries: doubling from ``base``."""
     return float(min(cap, base * 2 ** max(attempts - 1, 0)))
+
+
+def pass_over_delay(age: float, *, base: float = 1.0, cap: float = 10.0) -> float:
+    """Seconds before a notice this executor may not send is due again, ``age`` seconds
+    after it was made: a tenth of its age, from ``base`` to ``cap``. No try is counted, so
+    the delay grows with the age instead; an executor that may send it finds it due at most
+    ``cap`` after it starts."""
+    return float(min(cap, max(base, age / 10)))

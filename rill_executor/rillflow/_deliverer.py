@@ -9,6 +9,12 @@ A *lapse notice* (a watched job whose owner's lease ran out: see ``_redrive``) i
 the deliverer hands it to its ``redrive`` (the executor's, which runs the job again), or,
 alone, ends the job as a retryable failure that the engine is told of.
 
+A notice to an engine this executor does not serve (services that share a namespace, each
+with its own ``engines``; or a change of ``engines`` rolling out) is not dropped: it is
+given back unsent, pending, its try not counted, and due again a while later
+(``pass_over_delay``), for an executor that serves the engine. Its ``passed_over`` outcome
+and detail say why it waits.
+
 Callbacks go out through aiohttp: a POST costs its client a fifth to a tenth of httpx's CPU
 (docs/benchmarks-log.md), and the deliverer sends one for every task.
 """
@@ -22,7 +28,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import aiohttp
 
@@ -36,6 +42,7 @@ from ._callbacks import (
     callback_for,
     classify,
     error_code,
+    pass_over_delay,
     retry_delay,
     settle_as,
 )
@@ -110,6 +117,9 @@ class Deliverer:
         if notice.info.state is JobState.PROCESSING:
             return await self._lapsed(notice)
         callback = callback_for(notice.info, notice.result)
+        elsewhere = self.engines.elsewhere(callback.url)
+        if elsewhere is not None:
+            return await self._pass_over(notice, elsewhere)
         namespace, trace_context = notice.namespace, tracing.trace_headers(notice.info.target)
         with tracing.callback_span(namespace, notice.job_id, callback.url, trace_context) as span:
             kind, detail, answered = await self._post(callback)
@@ -129,6 +139,24 @@ class Deliverer:
         )
         if kind not in (CallbackClass.OK, CallbackClass.FINAL_DUPLICATE):
             log.warning("callback for %s (%s): %s, %s", notice.key, notice.info.watch, kind, detail)
+        return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
+
+    async def _pass_over(self, notice: DueNotice, why: str) -> Delivery:
+        """Give a notice this executor may not send back unsent, for one that may."""
+        kind = CallbackClass.PASSED_OVER
+        detail = f"not sent by {self.owner}: {why}"
+        age = (datetime.now(UTC) - notice.info.created_at).total_seconds()
+        settled = await self.ledger.settle_notice(
+            notice,
+            settle_as(kind),
+            kind.value,
+            detail=detail,
+            retry_in=pass_over_delay(age),
+            tried=False,
+        )
+        log.debug(
+            "callback for %s (%s) left to another executor: %s", notice.key, notice.info.watch, why
+        )
         return Delivery(notice.key, notice.info.id, notice.info.watch, kind, detail, settled)
 
     async def _lapsed(self, notice: DueNotice) -> Delivery:
@@ -153,7 +181,7 @@ class Deliverer:
         """Send one callback: what its answer means, a detail for the record, and for the
         span its HTTP status, the engine's error code and the ``error.type`` of a failure."""
         refusal = self.engines.refusal(callback.url)
-        if refusal is not None:  # stored before the engines were named, or not by a dispatch
+        if refusal is not None:  # not an http(s) URL (not stored by a dispatch): nobody can
             return CallbackClass.REFUSED, f"not sent: {refusal}", (None, None, "NotAllowed")
         headers = {"Content-Type": "application/json", **tracing.callback_headers()}
         try:

@@ -125,6 +125,15 @@ class Engines:
         entries = [entry for entry in text.split(",") if entry.strip()]
         return cls(entries or None, source=f"{variable} (comma-separated base URLs or hosts)")
 
+    def elsewhere(self, url: str) -> str | None:
+        """Why a callback to ``url`` is left to another executor (None if this one sends
+        it, or nobody can): an http(s) URL on no engine configured here, which an executor
+        serving that engine (another service of the namespace, or one whose engines changed)
+        may send."""
+        if not self.configured or _split(url) is None:
+            return None
+        return self.refusal(url)
+
     def refusal(self, url: str, peer: str | None = None) -> str | None:
         """Why a callback may not go to ``url`` (None if it may). ``peer``: the host that
         sent the dispatch, the only one allowed when no engines are configured; the

@@ -250,3 +250,27 @@ def test_audit_of_an_unknown_store_or_namespace_says_so(store_url: str, namespac
     assert missing.returncode == 3 and "no SQLite database" in missing.stderr
     bad = run("audit", "--store", "nosuch://x", "--namespace", namespace)
     assert bad.returncode == 2 and "nosuch" in bad.stderr
+
+
+def test_a_notice_no_deliverer_may_send_is_shown_with_why(
+    store_url: str, namespace: str, ledger: Ledger
+) -> None:
+    """Invariant 20: a notice every deliverer gave back unsent is counted and listed by
+    audit, flagged by jobs, and its reason shown by status."""
+    target = {"url": "http://rill-flow-a:8080/flow/trigger.json?ts=1"}
+    claimed(ledger.claim("k", watch=Watch("E#t", target))).commit("done")
+    (notice,) = ledger.lease_notices(owner="b-1", lease=30)
+    why = "not sent by b-1: not its engine"
+    assert ledger.settle_notice(
+        notice, "pending", "passed_over", detail=why, retry_in=60, tried=False
+    )
+    code, report = audit(store_url, namespace)
+    assert (code, report["notices_pending"], report["notices_unsent"]) == (0, 1, 1)
+    assert report["unsent"] == [f"k: {why}"]
+    shown = run("audit", *opts(store_url, namespace))
+    assert "notices no deliverer may send" in shown.stdout and f"k: {why}" in shown.stdout
+    listed = run("jobs", *opts(store_url, namespace), "-o", "json")
+    assert [j["unsent_notices"] for j in json.loads(listed.stdout)["jobs"]] == [1]
+    status = run("status", "k", *opts(store_url, namespace), "-o", "json")
+    (noticed,) = json.loads(status.stdout)["notices"]
+    assert (noticed["attempts"], noticed["outcome"], noticed["detail"]) == (0, "passed_over", why)

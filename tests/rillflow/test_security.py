@@ -224,7 +224,8 @@ def test_bad_engines_are_a_config_error(engines: Any) -> None:
 
 def test_the_deliverer_never_posts_outside_the_engines() -> None:
     """A notice stored with a URL outside the engines (before they were named, say) is
-    dropped unsent; one to an engine is sent."""
+    not sent: it is left pending for an executor that serves its engine; one to an engine
+    is sent."""
     posted: list[str] = []
     sink = FastAPI()
 
@@ -247,7 +248,7 @@ def test_the_deliverer_never_posts_outside_the_engines() -> None:
     with serve_app(sink) as url:
         done = asyncio.run(scenario(url))
     assert posted == ["flow/trigger.json"]
-    assert done["a"].classification == "refused" and "not sent" in done["a"].detail
+    assert done["a"].classification == "passed_over" and "not sent" in done["a"].detail
 
 
 def test_a_deliverer_alone_sends_only_http_urls() -> None:

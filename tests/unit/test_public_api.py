@@ -38,6 +38,7 @@ def test_public_names_are_pinned() -> None:
         "Ledger",
         "MAX_KEY_BYTES",
         "OutcomeError",
+        "OutcomeUnknown",
         "OutputAccessDenied",
         "OutputExists",
         "OutputMissing",
@@ -162,6 +163,7 @@ def test_errors_form_one_hierarchy() -> None:
         JobInProgress,
         KeyConflict,
         OutcomeError,
+        OutcomeUnknown,
         RillExecutorError,
         StaleAttempt,
         StoreError,
@@ -174,5 +176,6 @@ def test_errors_form_one_hierarchy() -> None:
     for outcome in (JobInProgress, KeyConflict, StaleAttempt):
         assert issubclass(outcome, OutcomeError)
     assert issubclass(StoreUnavailable, StoreError)
+    assert issubclass(OutcomeUnknown, StoreUnavailable)
     for root in (UsageError, OutcomeError, StoreError):
         assert issubclass(root, RillExecutorError)

@@ -1,4 +1,4 @@
-"""What a Redis deployment promises about acknowledged writes, and the check at open.
+"""What a Redis deployment promises about acknowledged writes, and the checks of it.
 
 A claim or commit that Redis acknowledged and then lost (a restart without AOF, an
 ``appendfsync no`` crash, an evicted key) lets the next duplicate claim the job again: the
@@ -11,13 +11,19 @@ work runs twice. ``Deployment`` reports, per primary, the settings that decide t
 - ``require``: raise ``UnsafeDeployment`` instead.
 - ``ignore``: no check and no round trips (tests, or a deployment checked elsewhere).
 
+Settings change under a running store (``CONFIG SET maxmemory-policy allkeys-lru``), so
+the check runs again while the store is used (``rill_executor.store.Recheck``): before the
+first claim after the store's client made a new connection, and at most every 30 s
+otherwise, on the claim that comes due. A store found unsafe under ``require`` refuses
+every claim with ``UnsafeDeployment`` until a check finds it safe again; under ``warn`` a
+check that finds new risks warns again.
+
 Replication is not checked: Redis replicates asynchronously, so a failover can lose the
 last writes even with AOF on every node. See docs/redis.md.
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +35,7 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import ResponseError
 
-from rill_executor import ConfigError
+from rill_executor.store import DurabilityWarning, UnsafeDeployment, callers_level
 
 from ._url import Durability
 
@@ -48,17 +54,10 @@ __all__ = [
     "node_from_config",
     "node_from_info",
     "probe",
+    "unsafe",
 ]
 
 SETTINGS = ("appendonly", "appendfsync", "maxmemory-policy")
-
-
-class DurabilityWarning(RuntimeWarning):
-    """The Redis deployment can lose acknowledged claims or commits: work may run twice."""
-
-
-class UnsafeDeployment(ConfigError):
-    """``durability=require`` and the Redis deployment can lose acknowledged writes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,28 +130,19 @@ def enforce(deployment: Deployment, policy: Durability, where: str) -> None:
     risks = deployment.risks
     if not risks or policy is Durability.IGNORE:
         return
-    message = (
+    message = unsafe(risks, where)
+    if policy is Durability.REQUIRE:
+        raise UnsafeDeployment(message)
+    warnings.warn(message, DurabilityWarning, stacklevel=callers_level())
+
+
+def unsafe(risks: list[str], where: str) -> str:
+    """The message of a warning or refusal for ``risks``."""
+    return (
         f"Redis store at {where} can lose acknowledged claims or commits, and a lost claim or"
         f" commit means a duplicate runs the work again: {'; '.join(risks)}."
         " See docs/redis.md; add ?durability=ignore to the URL to silence this"
     )
-    if policy is Durability.REQUIRE:
-        raise UnsafeDeployment(message)
-    warnings.warn(message, DurabilityWarning, stacklevel=_callers_level())
-
-
-def _callers_level() -> int:
-    """The ``stacklevel`` that points a warning raised by our caller at the first frame
-    outside this library (``rill_executor`` and its adapters): the user's line that opened
-    the store, however many of our calls lie between (``Ledger(url)``, ``open_store``,
-    ``RedisStore.from_url``, an awaited ``check_durability``)."""
-    frame = sys._getframe(1)  # the caller, which calls warnings.warn: stacklevel 1
-    level = 1
-    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(
-        "rill_executor"
-    ):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 # The probes: a few round trips per primary, once, when a store is opened.

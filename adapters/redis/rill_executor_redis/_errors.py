@@ -2,12 +2,13 @@
 
     redis-py                                             rill_executor
     connection refused, host not found                   StoreUnavailable: not reachable,
-                                                         nothing was sent
-    ConnectionError (incl. BusyLoading, Authentication), StoreUnavailable
-    TimeoutError, ClusterDown / MasterDown, TryAgain,
-    READONLY, OOM, NOPERM, BUSY, RedisClusterException,
-    OSError, AttributeError from a connection closed
-    under a call (redis-py's asyncio Cluster client)
+                                                         nothing was sent (applied=False)
+    ClusterDown / MasterDown, TryAgain, READONLY, OOM,   StoreUnavailable: refused, nothing
+    NOPERM, BUSY                                         written (applied=False)
+    ConnectionError (incl. BusyLoading, Authentication), StoreUnavailable: may have been
+    TimeoutError, RedisClusterException, OSError,        applied (applied=None)
+    AttributeError from a connection closed under a
+    call (redis-py's asyncio Cluster client)
     RedisClusterException "cluster mode is not enabled"  ConfigError: use redis://
     any other ResponseError (WRONGTYPE, script errors)   StoreProtocolError
 
@@ -69,7 +70,8 @@ def translate(
             f"Redis at {where} is not reachable ({detail}); nothing was sent. Check that a"
             f" Redis server is running and listening there ({_ping(where)}) and that the"
             " store URL names its host and port; start it if it is not (redis-server, or"
-            " your service manager)"
+            " your service manager)",
+            applied=False,
         )
     if isinstance(exc, RedisClusterException) and _NOT_A_CLUSTER in str(exc).lower():
         return ConfigError(
@@ -84,22 +86,26 @@ def translate(
     if isinstance(exc, OutOfMemoryError):
         return StoreUnavailable(
             f"Redis at {where} refused the {what}: it is at maxmemory ({detail}). Nothing was"
-            " written; free memory or raise maxmemory (keep maxmemory-policy noeviction)"
+            " written; free memory or raise maxmemory (keep maxmemory-policy noeviction)",
+            applied=False,
         )
     if isinstance(exc, ReadOnlyError):
         return StoreUnavailable(
             f"Redis at {where} is a read-only replica ({detail}), e.g. during a failover."
-            " Nothing was written; point the store URL at the primary or retry later"
+            " Nothing was written; point the store URL at the primary or retry later",
+            applied=False,
         )
     if isinstance(exc, NoPermissionError):
         return StoreUnavailable(
             f"Redis at {where} refused the {what} ({detail}): the ACL user needs +evalsha,"
-            " +script, +time and read/write access to keys rill:*"
+            " +script, +time and read/write access to keys rill:*",
+            applied=False,
         )
     if isinstance(exc, (ClusterError, TryAgainError)) or _busy(exc):
         return StoreUnavailable(
             f"Redis at {where} cannot serve the {what} right now ({detail}); nothing was"
-            " written, retry later"
+            " written, retry later",
+            applied=False,
         )
     if isinstance(exc, RedisClusterException):
         return StoreUnavailable(

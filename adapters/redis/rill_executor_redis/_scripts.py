@@ -164,6 +164,7 @@ def settle_args(settlement: NoticeSettlement, *, indexed: bool) -> bytes:
         _flag(detail is not None),
         str(settlement.retry_in_us),
         _flag(indexed),
+        _flag(settlement.tried),
     )
 
 

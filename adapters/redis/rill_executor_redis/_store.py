@@ -39,6 +39,7 @@ from rill_executor.store import (
     NoticeSettlement,
     PurgePage,
     PurgeRequest,
+    Recheck,
     Resolution,
     StatusPage,
     StoreAnswer,
@@ -49,7 +50,7 @@ from rill_executor.store import (
 
 from . import _flows
 from ._client import AsyncClient, SyncClient, async_client, sync_client
-from ._deployment import Deployment, Durability, aprobe, enforce, probe
+from ._deployment import Deployment, Durability, aprobe, probe, unsafe
 from ._errors import REDIS_ERRORS, translate, wrap_errors
 from ._keys import IDENTITY, job_keys
 from ._rows import answer_from, claimed_from, finished_from, status_from
@@ -91,8 +92,10 @@ class RedisStore:
 
     ``durability`` decides what happens when the deployment can lose acknowledged writes
     (see ``Deployment``): ``warn`` (a ``DurabilityWarning``), ``require`` (raise
-    ``UnsafeDeployment``) or ``ignore`` (no check). The check costs a few round trips here,
-    once. A client passed in keeps its own retry policy; ``from_url`` builds one with the
+    ``UnsafeDeployment``) or ``ignore`` (no check). The check costs a few round trips at
+    open, and again before the first claim after a new connection and at most every 30 s
+    (``Recheck``): a store found unsafe under ``require`` refuses claims until it is safe
+    again. A client passed in keeps its own retry policy; ``from_url`` builds one with the
     adapter's (see ``_client``).
     """
 
@@ -110,8 +113,10 @@ class RedisStore:
         self._indexed = not isinstance(client, redis.cluster.RedisCluster)  # see _outbox
         self._wire = wire_for(client)  # the scripts' own path on a plain standalone client
         policy = Durability(durability)
+        self._recheck = _recheck(policy, self.where)
         if policy is not Durability.IGNORE:
-            enforce(self.deployment(), policy, self.where)
+            self._recheck.checked(self.deployment().risks)
+            _on_new_connections(client, self._recheck.connected)
         with wrap_errors("store identity", self.where):  # read once, at open
             reply = client.eval(open_script(), 1, IDENTITY, *open_args())
         self._store_id, upgraded = opened(reply, self.where)
@@ -148,7 +153,15 @@ class RedisStore:
         with wrap_errors("durability check", self.where):
             return probe(self.client, self.where)
 
+    def _safe_to_claim(self) -> None:
+        """The deployment checked again when due (``Recheck``); ``UnsafeDeployment``
+        while the last check found it unsafe under ``require``."""
+        if self._recheck.due():
+            self._recheck.checked(self.deployment().risks)
+        self._recheck.refuse()
+
     def claim(self, request: ClaimRequest) -> StoreAnswer:
+        self._safe_to_claim()
         if request.watch is not None and not self._indexed:  # the outbox index first
             return drive(_flows.watched_claim(request), self._perform)
         args = claim_args(request, indexed=self._indexed)
@@ -261,6 +274,7 @@ class AsyncRedisStore:
         self._opened = False  # see _open
         policy = Durability(deferred)
         self._unchecked = None if policy is Durability.IGNORE else policy
+        self._recheck = _recheck(Durability.IGNORE, self.where)  # see check_durability
 
     @classmethod
     def from_url(
@@ -311,12 +325,28 @@ class AsyncRedisStore:
             return await aprobe(self.client, self.where)
 
     async def check_durability(self, durability: Durability | str = Durability.WARN) -> None:
-        """Warn about (or with ``require``, refuse) a deployment that can lose writes."""
+        """Warn about (or with ``require``, refuse) a deployment that can lose writes; from
+        then on, check again as ``RedisStore`` does (``Recheck``)."""
         policy = Durability(durability)
         if policy is not Durability.IGNORE:
-            enforce(await self.deployment(), policy, self.where)
+            self.watch_durability(policy)
+            self._recheck.checked((await self.deployment()).risks)
+
+    def watch_durability(self, durability: Durability | str) -> None:
+        """Check the deployment again while the store is used, under ``durability``: before
+        the first claim after a new connection, and at most every 30 s (``Recheck``)."""
+        policy = Durability(durability)
+        if policy is not Durability.IGNORE and self._recheck.policy != policy:
+            self._recheck = _recheck(policy, self.where)
+            _on_new_connections(self.client, self._recheck.connected)
+
+    async def _safe_to_claim(self) -> None:
+        if self._recheck.due():
+            self._recheck.checked((await self.deployment()).risks)
+        self._recheck.refuse()
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        await self._safe_to_claim()
         if request.watch is not None and not self._indexed:  # the outbox index first
             return await drive_async(_flows.watched_claim(request), self._perform)
         args = claim_args(request, indexed=self._indexed)
@@ -431,6 +461,33 @@ def open_redis_store(url: str) -> RedisStore:
     return RedisStore.from_url(url)
 
 
+def _recheck(policy: Durability, where: str) -> Recheck:
+    return Recheck(policy, lambda risks: unsafe(risks, where))
+
+
+def _on_new_connections(client: SyncClient | AsyncClient, hook: Callable[[], None]) -> None:
+    """Call ``hook`` after each new connection of a standalone client's pool, once the
+    connection is set up as redis-py sets it up. A Cluster's nodes keep redis-py's own
+    hook: there the deployment is checked again on the time gate alone."""
+    if isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)):
+        return
+    kwargs = client.connection_pool.connection_kwargs
+    if isinstance(client, redis.asyncio.Redis):
+
+        async def connected_async(connection: Any) -> None:
+            await connection.on_connect()
+            hook()
+
+        kwargs["redis_connect_func"] = connected_async
+    else:
+
+        def connected(connection: Any) -> None:
+            connection.on_connect()
+            hook()
+
+        kwargs["redis_connect_func"] = connected
+
+
 def open_async_redis_store(url: str) -> AsyncRedisStore:
     """Entry point for asyncio; checks durability once, synchronously, unless ignored. With
     Redis unreachable the check is left for the store's first operation: an app that opens
@@ -442,7 +499,9 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
         RedisStore.from_url(url).close()  # the sync store runs the check and warns
     except StoreUnavailable:
         return AsyncRedisStore.from_url(url, deferred=parsed.durability)
-    return AsyncRedisStore.from_url(url)
+    store = AsyncRedisStore.from_url(url)
+    store.watch_durability(parsed.durability)
+    return store
 
 
 def _describe(client: SyncClient | AsyncClient) -> str:

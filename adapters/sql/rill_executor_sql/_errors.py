@@ -74,7 +74,8 @@ def wrap_errors(where: str) -> Iterator[None]:
     except sa.TimeoutError as exc:
         raise StoreUnavailable(
             f"no free connection to {where} in time ({exc}); raise the pool size (the"
-            " store URL's pool_size) or lower the concurrency"
+            " store URL's pool_size) or lower the concurrency",
+            applied=False,
         ) from exc
     except sa.DBAPIError as exc:
         message = str(exc.orig)
@@ -90,11 +91,12 @@ def wrap_errors(where: str) -> Iterator[None]:
             raise StoreUnavailable(
                 f"{where} did not answer in time: {message.strip()}. A bound of the session"
                 " ran out (a lock held by a stuck transaction, or a slow statement); the"
-                " operation was not applied; retrying it is safe"
+                " operation was not applied; retrying it is safe",
+                applied=False,
             ) from exc
         if isinstance(exc, (sa.OperationalError, sa.InterfaceError)) or exc.connection_invalidated:
-            raise StoreUnavailable(
-                f"{where} is unavailable: {message.strip()}. The operation may not have"
-                " been applied; retrying it is safe"
+            raise StoreUnavailable(  # sent or not, applied or not: only a read tells
+                f"{where} is unavailable: {message.strip()}. The operation may or may not"
+                " have been applied; retrying it is safe"
             ) from exc
         raise StoreError(f"{where} failed: {message.strip()}") from exc

@@ -491,7 +491,8 @@ def _server_claim(request: ClaimRequest) -> Flow:
         # lost a takeover race: our snapshot showed a claimable job another claim just took
     raise StoreUnavailable(
         f"claim of {request.key!r} lost {_MAX_RACES} races in a row to concurrent claims;"
-        " retry later"
+        " retry later",
+        applied=False,
     )
 
 

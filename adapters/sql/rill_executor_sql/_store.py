@@ -8,7 +8,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from sqlalchemy import URL, Connection, Engine, text
+from sqlalchemy import URL, Connection, Engine, event, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.util import greenlet_spawn
@@ -24,6 +24,7 @@ from rill_executor.store import (
     NoticeSettlement,
     PurgePage,
     PurgeRequest,
+    Recheck,
     Resolution,
     SchemaMissing,
     StatusPage,
@@ -42,6 +43,7 @@ from ._dialect import (
     share_outages,
     sqlite_writers,
 )
+from ._durability import read_risks, recheck, split_durability
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
 
@@ -171,6 +173,15 @@ def _engines(
     return engine, autocommit
 
 
+def _watched(policy: str, dialect: SqlDialect, where: str, *engines: Engine) -> Recheck:
+    """The store's ``Recheck``, told of each new connection of its engines."""
+    found = recheck(policy, dialect.family, where)
+    if found.policy != "ignore":
+        for engine in set(engines):
+            event.listen(engine, "connect", found.connected)
+    return found
+
+
 def _schema_problem(version: int | None) -> SchemaMissing | None:
     if version is not None and version >= _migrations.SCHEMA_VERSION:
         return None
@@ -211,12 +222,14 @@ class SqlStore:
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
+        policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
         """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
         self._where = _describe(self.dialect, self._url)
         self.engine, self._autocommit = _engines(
             self.dialect, self._url, make_sync_engine, lambda engine: engine
         )
+        self._recheck = _watched(policy, self.dialect, self._where, self.engine, self._autocommit)
         self._writers = sqlite_writers(self._url) if self.dialect.family == "sqlite" else None
         self._store_id: str | None = None
         try:
@@ -237,6 +250,22 @@ class SqlStore:
                 self._store_id = _identity(_schema.read_store(conn))
         if problem:
             raise problem
+        self._check_durability()
+
+    def _check_durability(self) -> None:
+        """Read the server's durability settings (on the pool claims read on first: each
+        of the store's pools has its first connection then) and apply ``durability=``."""
+        if self._recheck.policy != "ignore":
+            with wrap_errors(self._where), self._autocommit.connect() as conn:
+                risks = read_risks(conn, self.dialect.family)
+            self._recheck.checked(risks)
+
+    def _safe_to_claim(self) -> None:
+        """The settings read again when due (``Recheck``: a new connection, or 30 s);
+        ``UnsafeDeployment`` while found unsafe under ``require``."""
+        if self._recheck.due():
+            self._check_durability()
+        self._recheck.refuse()
 
     def store_id(self) -> str:
         """The store's identity (table ``rill_store``), read once when it opens."""
@@ -291,13 +320,16 @@ class SqlStore:
             except Exception as exc:  # a race arrives wrapped, as StoreError
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
-        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+        raise StoreUnavailable(
+            f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
+        )
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
         self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
+        self._safe_to_claim()
         # MariaDB: a claim that writes nothing is one read; PostgreSQL: a first claim with a
         # watch is one insert
         if _flows.claims_first_outside(self.dialect, request):
@@ -387,9 +419,11 @@ class AsyncSqlStore:
     def __init__(self, url: str, *, upgrade: bool | None = None) -> None:
         self.dialect, self._url = dialect_of(url)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
+        policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
         """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
         self._where = _describe(self.dialect, self._url)
+        self._recheck = recheck("ignore", self.dialect.family, self._where)  # SQLite: its own
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"
         self._ready = False
         self._store_id: str | None = None
@@ -399,6 +433,9 @@ class AsyncSqlStore:
             return
         self.engine, self._autocommit = _engines(
             self.dialect, self._url, make_async_engine, lambda engine: engine.sync_engine
+        )
+        self._recheck = _watched(
+            policy, self.dialect, self._where, self.engine.sync_engine, self._autocommit.sync_engine
         )
         others = () if self._autocommit is self.engine else (self._autocommit,)
         self._disposal = LoopEndDisposal(self.engine, *others)
@@ -424,7 +461,22 @@ class AsyncSqlStore:
         if problem:
             raise problem
         self._store_id = _identity(found)
+        await self._check_durability()
         self._ready = True
+
+    async def _check_durability(self) -> None:
+        """As ``SqlStore._check_durability``."""
+        if self._recheck.policy != "ignore":
+            with wrap_errors(self._where):
+                async with self._autocommit.connect() as conn:
+                    risks = await conn.run_sync(read_risks, self.dialect.family)
+            self._recheck.checked(risks)
+
+    async def _safe_to_claim(self) -> None:
+        """As ``SqlStore._safe_to_claim``."""
+        if self._recheck.due():
+            await self._check_durability()
+        self._recheck.refuse()
 
     async def store_id(self) -> str:
         """As ``SqlStore.store_id``; read when the store opens, on its first use."""
@@ -469,12 +521,16 @@ class AsyncSqlStore:
             except Exception as exc:
                 if exc.__cause__ is None or not is_race(exc.__cause__):
                     raise
-        raise StoreUnavailable(f"{self._where}: gave up after {_RETRIES} write conflicts")
+        raise StoreUnavailable(
+            f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
+        )
 
     async def ping(self) -> None:
         await self._run(lambda: _flows.ping(self.dialect), transaction=False)
 
     async def claim(self, request: ClaimRequest) -> StoreAnswer:
+        await self._ensure_ready()
+        await self._safe_to_claim()
         if _flows.claims_first_outside(self.dialect, request):  # as SqlStore.claim
             answer = await self._run(
                 lambda: _flows.first_claim(self.dialect, request), transaction=False

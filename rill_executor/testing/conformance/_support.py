@@ -112,7 +112,10 @@ class _LosingReplies:
                         if losing._lose(name):
                             if losing.apply:
                                 await target(*args)
-                            raise StoreUnavailable(f"connection lost before the {name} reply")
+                            raise StoreUnavailable(
+                                f"connection lost before the {name} reply",
+                                applied=None if losing.apply else False,
+                            )
                         return await target(*args)
 
                     return acall
@@ -122,7 +125,10 @@ class _LosingReplies:
                     if losing._lose(name):
                         if losing.apply:
                             target(*args)
-                        raise StoreUnavailable(f"connection lost before the {name} reply")
+                        raise StoreUnavailable(
+                            f"connection lost before the {name} reply",
+                            applied=None if losing.apply else False,
+                        )
                     return target(*args)
 
                 return call

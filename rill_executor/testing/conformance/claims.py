@@ -22,6 +22,7 @@ from ... import (
     InvalidPayload,
     JobState,
     KeyConflict,
+    OutcomeUnknown,
     Replay,
     ResultNotSerializable,
     ResultTooLarge,
@@ -328,8 +329,27 @@ class ClaimsAndFencing(KitBase):
         with pytest.raises(StoreUnavailable, match="NOT recorded") as err:
             claim.commit("done")
         assert "lease runs out" in str(err.value)
+        assert err.value.applied is False and not isinstance(err.value, OutcomeUnknown)
         status = ledger.status("k")
         assert status is not None and status.state is JobState.PROCESSING
+
+    def test_a_finish_applied_then_lost_twice_says_the_outcome_is_unknown(
+        self, driver: LedgerDriver, namespace: str
+    ) -> None:
+        """Both replies lost after the store applied the commit: the error never says "not
+        recorded", it is ``OutcomeUnknown`` and says how to learn the outcome; the record
+        holds the commit, and a claim of the key replays it."""
+        losing = _LosingReplies("finish", times=2, apply=True)
+        ledger = driver.ledger(namespace, lease=30, wrap=losing.wrap)
+        claim = ledger.claim("k")
+        with pytest.raises(OutcomeUnknown) as err:
+            claim.commit("done")
+        assert err.value.applied is None and "NOT recorded" not in str(err.value)
+        assert "UNKNOWN" in str(err.value) and "rill-executor status k" in str(err.value)
+        status = ledger.status("k")
+        assert status is not None and status.state is JobState.SUCCEEDED
+        replay = ledger.claim("k")
+        assert isinstance(replay, Replay) and replay.result() == "done"
 
     # -- fencing with a caller-chosen attempt id --------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ... import Conflict, InProgress, JobState, Replay, StaleAttempt, fingerprint_of
+from ... import Conflict, InProgress, JobState, Replay, StaleAttempt, UsageError, fingerprint_of
 from ...store import Watch
 from .._driver import DrivenLedger, LedgerDriver, is_claim
 from ._fixtures import KitBase
@@ -183,6 +183,33 @@ class Outbox(KitBase):
             "dropped",
             "400 30109",
         )
+
+    def test_a_notice_given_back_unsent_counts_no_try(self, ledger: DrivenLedger) -> None:
+        """A deliverer that may not send a notice (invariant 20) gives it back: pending,
+        its lease's try taken off again, the reason kept; the next deliverer's try is the
+        notice's first, so its doubling delay and its give-up count start there."""
+        ledger.claim("k", watch=Watch("t", {"url": "http://engine-a/cb"})).commit("done")
+        (passed,) = ledger.lease_notices(owner="b", lease=30)
+        with pytest.raises(UsageError, match="stays pending"):
+            ledger.settle_notice(passed, "dropped", "passed_over", tried=False)
+        for _ in range(3):
+            assert ledger.settle_notice(
+                passed, "pending", "passed_over", detail="not engine-b's", tried=False
+            )
+            status = ledger.status("k")
+            assert status is not None
+            (notice,) = status.notices
+            assert (notice.status, notice.attempts, notice.outcome, notice.detail) == (
+                "pending",
+                0,
+                "passed_over",
+                "not engine-b's",
+            )
+            (passed,) = ledger.lease_notices(owner="b", lease=30)
+            assert passed.info.attempts == 1
+        assert ledger.settle_notice(passed, "delivered", "ok")
+        status = ledger.status("k")
+        assert status is not None and status.notices[0].attempts == 1
 
     def test_a_lapsed_delivery_lease_frees_the_notice(self, ledger: DrivenLedger) -> None:
         ledger.claim("k", watch=Watch("t", "u")).commit("done")

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rill_executor import ConfigError, Ledger, open_async_store, open_store
+from rill_executor import Claim, ConfigError, Ledger, open_async_store, open_store
+from rill_executor._recheck import RECHECK_AFTER
+from rill_executor.store import Recheck
+from rill_executor.testing import LedgerDriver, is_claim
 from rill_executor_redis import (
     AsyncRedisStore,
     DurabilityWarning,
@@ -167,3 +171,77 @@ def test_without_aof_a_restart_forgets_a_claim_and_the_work_runs_twice(
     second = ledger.claim("charge-card-42")
     assert type(first).__name__ == type(second).__name__ == "Claim"  # two owners of one job
     ledger.close()
+
+
+def _evicting(server: RedisServer, on: bool) -> None:
+    """Turn eviction on (a small maxmemory, allkeys-lru) or off, then close the store's
+    connections: its next call connects afresh, and the store checks again (a new
+    connection makes a check due a second after the last one at the earliest)."""
+    time.sleep(RECHECK_AFTER)
+    with server.client() as admin:
+        admin.config_set("maxmemory-policy", "allkeys-lru" if on else "noeviction")
+        admin.config_set("maxmemory", "4mb" if on else "0")
+        admin.client_kill_filter(_type="normal", skipme=True)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_store_made_unsafe_while_open_refuses_claims_until_safe_again(
+    private_redis: RedisServer, mode: str
+) -> None:
+    """Invariant 21: opened safe with durability=require, then the server starts evicting:
+    after the store's next new connection, claims are refused; safe again, they run."""
+    url = with_query(private_redis.url, "durability=require")
+    driver = LedgerDriver(url, mode)
+    try:
+        ledger = driver.ledger("payments", lease=30)
+        claim = ledger.claim("order-1")
+        assert is_claim(claim)
+        _evicting(private_redis, True)
+        assert ledger.status("order-1") is not None  # reads still answer, on a new connection
+        with pytest.raises(UnsafeDeployment, match="maxmemory-policy is allkeys-lru"):
+            ledger.claim("order-2")
+        with pytest.raises(UnsafeDeployment):  # until a check finds it safe: no probe here
+            ledger.claim("order-2")
+        claim.commit({"charged": 12})  # an attempt under way still records its outcome
+        _evicting(private_redis, False)
+        assert ledger.status("order-1") is not None
+        again = ledger.claim("order-2")
+        assert is_claim(again)
+        again.commit({"charged": 3})
+    finally:
+        driver.close()
+
+
+def test_a_store_that_turns_unsafe_warns_with_durability_warn(private_redis: RedisServer) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ledger = Ledger(private_redis.url, namespace="payments")
+    with ledger:
+        _evicting(private_redis, True)
+        assert ledger.status("order-1") is None
+        with pytest.warns(DurabilityWarning, match="maxmemory-policy is allkeys-lru"):
+            claim = ledger.claim("order-1")
+        assert isinstance(claim, Claim)
+        claim.commit("done")
+
+
+def test_the_check_comes_due_again_every_30_s() -> None:
+    now = [0.0]
+    recheck = Recheck("require", "; ".join, clock=lambda: now[0])
+    assert not recheck.due()
+    now[0] = 29.9
+    assert not recheck.due()
+    now[0] = 30.0
+    assert recheck.due()
+    unsafe = NodeDurability("redis:6379", True, "everysec", "allkeys-lru")
+    with pytest.raises(UnsafeDeployment, match="maxmemory-policy is allkeys-lru"):
+        recheck.checked(unsafe.risks())
+    assert not recheck.due()
+    with pytest.raises(UnsafeDeployment):
+        recheck.refuse()
+    recheck.connected()
+    assert not recheck.due()  # a second after the last check at the earliest
+    now[0] = 31.0
+    assert recheck.due()
+    recheck.checked(NodeDurability("redis:6379", True, "everysec", "noeviction").risks())
+    recheck.refuse()  # safe again

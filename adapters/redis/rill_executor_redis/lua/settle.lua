@@ -1,10 +1,11 @@
 -- settle: settle a leased notice if `owner` still holds its lease (rill_executor's
 -- settle_notice), else write nothing.
 -- Arguments: notice id, owner, status, outcome, detail, '1' if there is a detail,
--- retry_in_us, and '1' if this script keeps the outbox index (standalone).
+-- retry_in_us, '1' if this script keeps the outbox index (standalone), and '1' if the
+-- notice was tried (else it is given back unsent: its lease's try is taken off again).
 -- Reply: JSON [ok, next due ('' = none pending), watched ('1' or ''), watch token, namespace].
 
-local id, owner, status, outcome, detail, has_detail, retry_in, indexed = unpack(args(8))
+local id, owner, status, outcome, detail, has_detail, retry_in, indexed, tried = unpack(args(9))
 local now = clock()
 local ob = outbox()
 local job = redis.call('HMGET', KEYS[1], 'ns', 'notices', 'watchers', 'watch_token', 'state',
@@ -17,6 +18,9 @@ for _, notice in ipairs(found) do
     if held and notice.status == 'pending' then
       local again = status == 'pending'
       notice.status = status
+      if tried ~= '1' then
+        notice.attempts = notice.attempts - 1
+      end
       notice.lease_owner = cjson.null
       notice.lease_until = cjson.null
       notice.outcome = outcome

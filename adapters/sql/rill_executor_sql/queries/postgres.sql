@@ -216,7 +216,8 @@ WHERE j.job_id = CAST(%(job_id)s AS varchar) AND NOT EXISTS (SELECT 1 FROM upd)
 -- name: settle
 -- A delivery's end recorded on its notice (settle_notice), in one statement: only while the
 -- settling deliverer holds the notice's lease (the notice pending, its lease owner, the
--- lease not run out), else nothing is written. notice_due follows (outbox_due): the earliest
+-- lease not run out), else nothing is written. A notice given back unsent (tried false)
+-- has its lease's try taken off again. notice_due follows (outbox_due): the earliest
 -- of the other pending notices' due or lease end, this one's retry when it is pending
 -- again, and a watched running job's lease end while no lapse notice of its fence is there.
 WITH clock AS (
@@ -227,6 +228,8 @@ WITH clock AS (
             THEN e.n || jsonb_build_object(
                 'status', CAST(%(status)s AS text), 'lease_owner', NULL, 'lease_until', NULL,
                 'outcome', CAST(%(outcome)s AS text), 'detail', CAST(%(detail)s AS text),
+                'attempts', CASE WHEN CAST(%(tried)s AS boolean) THEN e.n -> 'attempts'
+                    ELSE to_jsonb((e.n ->> 'attempts')::bigint - 1) END,
                 'settled_at', CASE WHEN CAST(%(status)s AS text) = 'pending' THEN NULL
                     ELSE clock.now_us END,
                 'due', CASE WHEN CAST(%(status)s AS text) = 'pending'
