@@ -751,17 +751,8 @@ class EngineSimulator:
         self, execution: _Execution, state: _TaskState, output: dict[str, Any], reason: str
     ) -> None:
         """SUCCEED with ``output``, mapped into the task's context first (if not empty)."""
-        state.output = output
         state.open = False
-        if isinstance(state.node, FunctionNode) and output:
-            self._map(
-                execution,
-                state.node.output_mappings,
-                self._context_of(execution, state),
-                output=copy.deepcopy(output),
-            )
-        self._move(state, TaskStatus.SUCCEED, reason)
-        self._advance(execution)
+        self._end(execution, state, output, TaskStatus.SUCCEED, reason)
 
     def _skip(
         self,
@@ -769,6 +760,17 @@ class EngineSimulator:
         state: _TaskState,
         output: dict[str, Any] | None,
         message: str,
+    ) -> None:
+        """SKIPPED, a tolerated failure: its ``output`` is mapped as a success's."""
+        self._end(execution, state, output, TaskStatus.SKIPPED, f"failed with tolerance: {message}")
+
+    def _end(
+        self,
+        execution: _Execution,
+        state: _TaskState,
+        output: dict[str, Any] | None,
+        status: TaskStatus,
+        reason: str,
     ) -> None:
         state.output = output
         if isinstance(state.node, FunctionNode) and output:
@@ -778,7 +780,7 @@ class EngineSimulator:
                 self._context_of(execution, state),
                 output=copy.deepcopy(output),
             )
-        self._move(state, TaskStatus.SKIPPED, f"failed with tolerance: {message}")
+        self._move(state, status, reason)
         self._advance(execution)
 
     def _map(
