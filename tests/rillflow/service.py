@@ -60,7 +60,8 @@ class ExecutorService:
             "RILL_RUN_LOG": str(self.run_log),
             "RILL_STATUS_TOKEN": STATUS_TOKEN,
             "RILL_LEASE": str(self.lease),
-            "RILL_ENGINES": "127.0.0.1",  # the simulator, on this host
+            # the simulator, on this host, unless the test names its engines itself
+            "RILL_ENGINES": os.environ.get("RILL_ENGINES", "127.0.0.1"),
             "RILL_TOKEN_SECRET": TOKEN_SECRET,
             "RILL_HANDOFF_LOG": str(self.handoff_log),
             **(source_path(self.root) if self.root != ROOT else {}),
