@@ -14,7 +14,9 @@ import asyncio
 import time
 from typing import Protocol
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock"]
+from ._errors import ConfigError
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "SystemClock", "checked_clock"]
 
 
 class Clock(Protocol):
@@ -50,3 +52,19 @@ class SystemClock:
 
 
 SYSTEM_CLOCK = SystemClock()
+
+
+def checked_clock(clock: object) -> Clock:
+    """``clock``, or ``ConfigError`` naming what it lacks (before anything reads it)."""
+    missing = [
+        name
+        for name in ("monotonic_ns", "time_ns", "sleep", "asleep")
+        if not callable(getattr(clock, name, None))
+    ]
+    if missing:
+        raise ConfigError(
+            f"clock={clock!r} is not a Clock: it has no {', '.join(missing)}. Pass"
+            " rill_executor.store.SYSTEM_CLOCK (the default) or a"
+            " rill_executor.testing.VirtualClock"
+        )
+    return clock  # type: ignore[return-value]

@@ -19,7 +19,7 @@ from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._claim import current as current_claim
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
@@ -98,7 +98,7 @@ class _LedgerBase(Generic[S]):
             self._open(store) if isinstance(store, str) else store,
             config,
             open_output_store(outputs) if isinstance(outputs, str) else outputs,
-            clock,
+            checked_clock(clock),
         )
 
     def _setup(

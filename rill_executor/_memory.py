@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._decisions import (
     ClaimAction,
     check_write,
@@ -60,7 +60,7 @@ class MemoryStore:
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._lock = threading.Lock()
-        self._clock = clock
+        self._clock = clock = checked_clock(clock)
         self._jobs: dict[str, JobRow] = {}
         self._attempts: dict[str, list[AttemptRow]] = {}
         self._events: dict[str, str] = {}

@@ -12,7 +12,15 @@ from datetime import timedelta
 
 import pytest
 
-from rill_executor import AsyncLedger, Claim, InProgress, JobInProgress, Ledger, fingerprint_of
+from rill_executor import (
+    AsyncLedger,
+    Claim,
+    ConfigError,
+    InProgress,
+    JobInProgress,
+    Ledger,
+    fingerprint_of,
+)
 from rill_executor._idempotent import IdempotentOptions
 from rill_executor._step import Run, call
 from rill_executor.store import AsyncMemoryStore, MemoryStore
@@ -125,3 +133,13 @@ def test_a_step_closed_at_its_run_writes_nothing() -> None:
     step.close()
     status = ledger.status("work/k")
     assert status is not None and status.state.value == "processing"
+
+
+@pytest.mark.parametrize("clock", [5, "now", object()])
+def test_something_that_is_not_a_clock_is_a_config_error_naming_what_it_lacks(
+    clock: object,
+) -> None:
+    with pytest.raises(ConfigError, match="is not a Clock: it has no monotonic_ns"):
+        Ledger("memory://", namespace="clock", clock=clock)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="VirtualClock"):
+        MemoryStore(clock=clock)  # type: ignore[arg-type]
