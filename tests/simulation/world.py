@@ -330,7 +330,6 @@ class Caller(Actor):
         self.world, self.name, self.key, self.flow = world, name, key, flow
         self.decorated, self.watched = decorated, watched
         self.action: Action | None = None
-        self.claim: Claim | None = None
         self.ran: Claim | None = None  # the claim a handler run was started under
         self._advance(None, None)
 
@@ -381,8 +380,7 @@ class Caller(Actor):
             case SendClaim(request):
                 return resend_once(lambda: world.store.claim(request))
             case Own(row):
-                self.claim = Claim(world.ledger._core, world.store, row)
-                return self.claim
+                return Claim(world.ledger._core, world.store, row)
             case Run(claim):
                 return self._running(claim)
             case Finish(claim, completion):
