@@ -23,7 +23,6 @@ from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
 from ._core import LedgerCore
-from ._drill import DrillReport
 from ._drive import drive, drive_async
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError
@@ -39,6 +38,7 @@ from ._idempotent import (
     stored_key,
 )
 from ._listing import JobList
+from ._namespace_audit import DrillReport
 from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore

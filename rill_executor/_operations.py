@@ -17,7 +17,6 @@ from typing import Any
 from . import _telemetry as telemetry
 from ._config import Seconds, to_us
 from ._core import LedgerCore
-from ._drill import Drill
 from ._errors import ConfigError, UsageError
 from ._events import encode_event
 from ._housekeeping import (
@@ -34,6 +33,7 @@ from ._housekeeping import (
 from ._idempotent import Handler, stored_key
 from ._keys import validate_result_version, validate_store_id
 from ._listing import JobList, check_query
+from ._namespace_audit import NamespaceAudit
 from ._notices import DueNotice, Watch
 from ._outputs import OutputStore, StoredObject
 from ._purge import PurgeReport, check_purge
@@ -196,7 +196,7 @@ def drill(
 ) -> Step:
     """The drill report of the namespace: every job read whole, ``page`` jobs a read."""
     query = check_query(JobQuery(namespace=core.namespace, limit=page))
-    report = Drill(core.namespace, timedelta(microseconds=core.config.retention_us))
+    report = NamespaceAudit(core.namespace, timedelta(microseconds=core.config.retention_us))
     while True:
         read = yield ReadStatuses(query)
         _add_page(core, report, read, progress)
@@ -345,12 +345,15 @@ def _collect(audit: OutputAudit, grace: timedelta, found: _Found) -> list[AuditE
 
 
 def _add_page(
-    core: LedgerCore, drill: Drill, page: StatusPage, progress: Callable[[int], None] | None
+    core: LedgerCore,
+    report: NamespaceAudit,
+    page: StatusPage,
+    progress: Callable[[int], None] | None,
 ) -> None:
     for found in page.statuses:
         status = core.status(found)
         assert status is not None  # a found job
-        drill.add(status)
+        report.add(status)
     if progress is not None:
         progress(len(page.statuses))
 
