@@ -51,16 +51,15 @@ from ._step import (
     Blocking,
     Finish,
     Own,
-    ReadStatuses,
     Renew,
     Run,
     SendClaim,
     Sleep,
-    StoreCall,
     call,
     resumed,
 )
-from ._store import AsyncStore, Store, read_statuses, read_statuses_async
+from ._store import AsyncStore, Store
+from ._store_calls import StoreCall
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -434,10 +433,8 @@ class Ledger(_LedgerBase[Store]):
                 return cast(Claim, claim).heartbeat()
             case Sleep(seconds):
                 self._core.clock.sleep(seconds)
-            case StoreCall(method, args):
-                return getattr(self.store, method)(*args)
-            case ReadStatuses(query):
-                return read_statuses(self.store, query)
+            case StoreCall():
+                return action.on(self.store)
             case Blocking(fn, args):
                 return fn(*args)
 
@@ -661,10 +658,8 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
                 return await cast(AsyncClaim, claim).heartbeat()
             case Sleep(seconds):
                 await self._core.clock.asleep(seconds)
-            case StoreCall(method, args):
-                return await getattr(self.store, method)(*args)
-            case ReadStatuses(query):
-                return await read_statuses_async(self.store, query)
+            case StoreCall():
+                return await action.on_async(self.store)
             case Blocking(fn, args):
                 return await asyncio.to_thread(fn, *args)
 

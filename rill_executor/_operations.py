@@ -1,7 +1,7 @@
 """The ledger's operations besides the decorated call, each one I/O-free step.
 
 Each function here is a generator in the style of ``_step``: it checks what the caller
-passed, yields plain actions (``StoreCall`` and ``ReadStatuses`` to the job store,
+passed, yields plain actions (a ``StoreCall`` to the job store, one class per operation,
 ``Blocking`` for the output store's work) and receives what came of each. ``Ledger`` and
 ``AsyncLedger`` drive them with ``drive`` / ``drive_async``, so every operation's checks,
 order of calls and spans are written once.
@@ -39,8 +39,19 @@ from ._outputs import OutputStore, StoredObject
 from ._purge import PurgeReport, check_purge
 from ._records import JobState, JobStatus, OutputRef, at_us
 from ._resolution import refusal_of, resolution_request, result_type
-from ._step import Blocking, ReadStatuses, Step, StoreCall, claiming
+from ._step import Blocking, Step, claiming
 from ._store import JobQuery, PurgeRequest, StatusPage
+from ._store_calls import (
+    LeaseNotices,
+    ListJobs,
+    Purge,
+    ReadStatus,
+    ReadStatuses,
+    ReadStoreId,
+    RecordEvent,
+    Resolve,
+    SettleNotice,
+)
 
 __all__ = [
     "audit",
@@ -89,7 +100,7 @@ def claim(
 def status(core: LedgerCore, key: str, handler: Handler | None) -> Step:
     """The job of ``key`` with all its attempts, or None."""
     job_id = core.job_id(stored_key(key, handler))
-    return core.status((yield StoreCall("status", (job_id,))))
+    return core.status((yield ReadStatus(job_id)))
 
 
 def resolve(
@@ -115,10 +126,10 @@ def resolve(
         returns=result_type(handler),
     )
     job_id = core.job_id(stored)
-    answer = yield StoreCall("resolve", (job_id, resolution))
+    answer = yield Resolve(job_id, resolution)
     if not answer.ok:
         raise refusal_of(answer, resolution, namespace=core.namespace, key=stored)
-    found = core.status((yield StoreCall("status", (job_id,))))
+    found = core.status((yield ReadStatus(job_id)))
     assert found is not None  # resolved jobs are kept for a retention
     return found
 
@@ -136,13 +147,13 @@ def record_event(
     """An entry appended to the job's event log; False if there is no job."""
     event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
     job_id = core.job_id(stored_key(key, handler))
-    return (yield StoreCall("record_event", (job_id, event)))
+    return (yield RecordEvent(job_id, event))
 
 
 def lease_notices(core: LedgerCore, owner: str, lease: Seconds, limit: int) -> Step:
     """Up to ``limit`` due completion notices, leased to ``owner``."""
     lease_us = to_us(lease, "lease")
-    batch = yield StoreCall("lease_notices", (core.namespace, owner, lease_us, _limit(limit)))
+    batch = yield LeaseNotices(core.namespace, owner, lease_us, _limit(limit))
     return core.due_notices(batch, owner)
 
 
@@ -157,7 +168,7 @@ def settle_notice(
 ) -> Step:
     """How a delivery ended; False if the lease was lost first."""
     settlement = core.settlement(notice, status, outcome, detail, retry_in, tried)
-    return (yield StoreCall("settle_notice", (notice.job_id, settlement)))
+    return (yield SettleNotice(notice.job_id, settlement))
 
 
 def jobs(
@@ -185,7 +196,7 @@ def jobs(
         after=after,
         limit=limit,
     )
-    return JobList.build((yield StoreCall("list_jobs", (check_query(query),))))
+    return JobList.build((yield ListJobs(check_query(query))))
 
 
 def drill(
@@ -232,15 +243,15 @@ def purge(
             dry_run=dry_run,
         )
     )
-    return PurgeReport.build((yield StoreCall("purge", (request,))), dry_run=dry_run)
+    return PurgeReport.build((yield Purge(request)), dry_run=dry_run)
 
 
 def audit(core: LedgerCore, outputs: OutputStore | None, key: str, handler: Handler | None) -> Step:
     """Every output object of ``key``'s job, classified."""
     store, job_id = _output_store(outputs), core.job_id(stored_key(key, handler))
     objects = yield Blocking(_listed, (store, job_folder(core.namespace, job_id)))
-    found = core.status((yield StoreCall("status", (job_id,))))
-    return _audit(core, (yield StoreCall("store_id")), job_id, found, objects)
+    found = core.status((yield ReadStatus(job_id)))
+    return _audit(core, (yield ReadStoreId()), job_id, found, objects)
 
 
 def collect_orphans(core: LedgerCore, outputs: OutputStore | None, grace: Seconds) -> Step:
@@ -301,7 +312,7 @@ def _namespace(core: LedgerCore, outputs: OutputStore) -> Step:
     """The namespace's objects listed and sorted against this job store: its id, the job
     folders to read, and what was found so far (every other object is unknown)."""
     listed = yield Blocking(_listed, (outputs, f"{core.namespace}/"))
-    store_id = validate_store_id((yield StoreCall("store_id")))
+    store_id = validate_store_id((yield ReadStoreId()))
     folders, others = sort_namespace(core.namespace, store_id, listed)
     now = datetime.now(UTC)
     found = _Found([], [], [unknown_entry(core.namespace, store_id, o, now) for o in others])
@@ -310,7 +321,7 @@ def _namespace(core: LedgerCore, outputs: OutputStore) -> Step:
 
 def _job_audit(core: LedgerCore, store_id: str, job_id: str, objects: list[StoredObject]) -> Step:
     """A job's output objects against its record."""
-    found = core.status((yield StoreCall("status", (job_id,))))
+    found = core.status((yield ReadStatus(job_id)))
     return _audit(core, store_id, job_id, found, objects)
 
 

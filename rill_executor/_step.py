@@ -5,8 +5,9 @@ handler, commit or record the failure, answer. It is a generator: each ``yield``
 ledger an action and receives what came of it (or has the action's exception raised at the
 ``yield``). ``Ledger`` and ``AsyncLedger`` drive it with a loop each (``drive`` here, and
 its asyncio twin there), so the sync and async paths share every decision. The ledger's
-other operations are steps too (``_operations``), with the store calls (``StoreCall``,
-``ReadStatuses``) and the blocking work (``Blocking``) they add to this vocabulary.
+other operations are steps too (``_operations``), with the store calls (``StoreCall``, one
+class per store operation, in ``_store_calls``) and the blocking work (``Blocking``) they add
+to this vocabulary.
 """
 
 from __future__ import annotations
@@ -23,20 +24,19 @@ from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
 from ._idempotent import IdempotentSpec
 from ._outcomes import Conflict, InProgress, Replay
 from ._records import JobRow
-from ._store import ClaimRequest, Completion, JobQuery
+from ._store import ClaimRequest, Completion
+from ._store_calls import StoreCall
 
 __all__ = [
     "Action",
     "Blocking",
     "Finish",
     "Own",
-    "ReadStatuses",
     "Renew",
     "Run",
     "SendClaim",
     "Sleep",
     "Step",
-    "StoreCall",
     "call",
     "claiming",
     "resumed",
@@ -109,21 +109,6 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Call the job store's ``method`` with ``args``; answer what it returns."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ReadStatuses:
-    """Read a page of whole jobs (``read_statuses``); answer the ``StatusPage``."""
-
-    query: JobQuery
-
-
-@dataclass(frozen=True, slots=True)
 class Blocking:
     """Call ``fn(*args)``, work that blocks (the output store's): in place on a ``Ledger``,
     in a worker thread on an ``AsyncLedger``; answer its result."""
@@ -132,7 +117,7 @@ class Blocking:
     args: tuple[Any, ...] = ()
 
 
-Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall | ReadStatuses | Blocking
+Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall[Any] | Blocking
 Step = Generator[Action, Any, Any]
 
 
