@@ -1,7 +1,7 @@
 """``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
 
-Both are thin I/O loops: a decorated call is the step in ``_step``, every other operation a
-step in ``_operations``, and each twin performs their actions, blocking or awaiting. The
+Both are thin I/O loops: a decorated call is the step in ``_steps.call``, every other operation a
+step in ``_steps.operations``, and each twin performs their actions, blocking or awaiting. The
 ``LedgerConfig`` is built once, at construction.
 """
 
@@ -15,15 +15,12 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
-from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._claim import current as current_claim
 from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
-from ._core import LedgerCore
-from ._drive import drive, drive_async
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError
 from ._heartbeat import AsyncHeartbeats, Heartbeats, settled
@@ -39,14 +36,16 @@ from ._idempotent import (
 )
 from ._listing import JobList
 from ._namespace_audit import DrillReport
-from ._notices import DueNotice, Watch
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore
-from ._purge import PurgeReport
 from ._records import JobRow, JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._resolution import NO_RESULT
-from ._step import (
+from ._rules.core import LedgerCore
+from ._rules.notices import DueNotice, Watch
+from ._rules.purge import PurgeReport
+from ._rules.resolution import NO_RESULT
+from ._steps import operations
+from ._steps.call import (
     Action,
     Blocking,
     Finish,
@@ -58,8 +57,9 @@ from ._step import (
     call,
     resumed,
 )
+from ._steps.drive import drive, drive_async
+from ._steps.store_calls import StoreCall
 from ._store import AsyncStore, Store
-from ._store_calls import StoreCall
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]

@@ -18,10 +18,10 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
-from ._events import TOKEN_REFUSED
 from ._housekeeping import OutputAudit
 from ._records import AttemptOutcome, JobState, JobStatus
-from ._resolution import RESOLVED
+from ._rules.events import TOKEN_REFUSED
+from ._rules.resolution import RESOLVED
 
 __all__ = ["DrillFinding", "DrillReport", "NamespaceAudit", "examine"]
 

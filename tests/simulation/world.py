@@ -29,8 +29,8 @@ from rill_executor import Claim, Ledger, StaleAttempt, StoreUnavailable
 from rill_executor._claim import resend_once
 from rill_executor._idempotent import IdempotentOptions
 from rill_executor._records import AttemptOutcome, JobRow, JobState
-from rill_executor._resolution import NO_RESULT, resolution_request
-from rill_executor._step import (
+from rill_executor._rules.resolution import NO_RESULT, resolution_request
+from rill_executor._steps.call import (
     Action,
     Finish,
     Own,
@@ -41,7 +41,7 @@ from rill_executor._step import (
     call,
     claiming,
 )
-from rill_executor._store_calls import StoreCall
+from rill_executor._steps.store_calls import StoreCall
 from rill_executor.store import (
     AttemptRef,
     ClaimRequest,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ._store import (
+from .._store import (
     AsyncStore,
     JobPage,
     JobQuery,

@@ -1,6 +1,6 @@
 """The ledger's operations besides the decorated call, each one I/O-free step.
 
-Each function here is a generator in the style of ``_step``: it checks what the caller
+Each function here is a generator in the style of ``call``: it checks what the caller
 passed, yields plain actions (a ``StoreCall`` to the job store, one class per operation,
 ``Blocking`` for the output store's work) and receives what came of each. ``Ledger`` and
 ``AsyncLedger`` drive them with ``drive`` / ``drive_async``, so every operation's checks,
@@ -14,12 +14,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import _telemetry as telemetry
-from ._config import Seconds, to_us
-from ._core import LedgerCore
-from ._errors import ConfigError, UsageError
-from ._events import encode_event
-from ._housekeeping import (
+from .. import _telemetry as telemetry
+from .._config import Seconds, to_us
+from .._errors import ConfigError, UsageError
+from .._housekeeping import (
     AuditEntry,
     CollectReport,
     OutputAudit,
@@ -30,19 +28,21 @@ from ._housekeeping import (
     unknown_entry,
     verify_ref,
 )
-from ._idempotent import Handler, stored_key
-from ._keys import validate_result_version, validate_store_id
-from ._listing import JobList, check_query
-from ._namespace_audit import DrillReport, NamespaceAudit
-from ._notices import DueNotice, Watch
-from ._outcomes import Conflict, InProgress, Replay
-from ._outputs import OutputStore, StoredObject
-from ._purge import PurgeReport, check_purge
-from ._records import JobRow, JobState, JobStatus, OutputRef, at_us
-from ._resolution import refusal_of, resolution_request, result_type
-from ._step import Blocking, Step, deciding
-from ._store import JobQuery, PurgeRequest, StatusPage
-from ._store_calls import (
+from .._idempotent import Handler, stored_key
+from .._keys import validate_result_version, validate_store_id
+from .._listing import JobList, check_query
+from .._namespace_audit import DrillReport, NamespaceAudit
+from .._outcomes import Conflict, InProgress, Replay
+from .._outputs import OutputStore, StoredObject
+from .._records import JobRow, JobState, JobStatus, OutputRef, at_us
+from .._rules.core import LedgerCore
+from .._rules.events import encode_event
+from .._rules.notices import DueNotice, Watch
+from .._rules.purge import PurgeReport, check_purge
+from .._rules.resolution import refusal_of, resolution_request, result_type
+from .._store import JobQuery, PurgeRequest, StatusPage
+from .call import Blocking, Step, deciding
+from .store_calls import (
     LeaseNotices,
     ListJobs,
     Purge,

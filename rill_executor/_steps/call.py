@@ -4,10 +4,10 @@
 handler, commit or record the failure, answer. It is a generator: each ``yield`` hands the
 ledger an action and receives what came of it (or has the action's exception raised at the
 ``yield``); a ``Step[T]`` returns a ``T``, which its driver returns. ``Ledger`` and
-``AsyncLedger`` drive it with a loop each (``drive`` and ``drive_async``, in ``_drive``), so
+``AsyncLedger`` drive it with a loop each (``drive`` and ``drive_async``, in ``drive``), so
 the sync and async paths share every decision. The ledger's other operations are steps too
-(``_operations``), with the store calls (``StoreCall``, one class per store operation, in
-``_store_calls``) and the blocking work (``Blocking``) they add to this vocabulary.
+(``operations``), with the store calls (``StoreCall``, one class per store operation, in
+``store_calls``) and the blocking work (``Blocking``) they add to this vocabulary.
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
-from . import _telemetry as telemetry
-from ._clock import Clock
-from ._core import LedgerCore
-from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
-from ._idempotent import IdempotentSpec
-from ._outcomes import Conflict, InProgress, Replay
-from ._records import JobRow
-from ._store import ClaimRequest, Completion
-from ._store_calls import StoreCall
+from .. import _telemetry as telemetry
+from .._clock import Clock
+from .._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
+from .._idempotent import IdempotentSpec
+from .._outcomes import Conflict, InProgress, Replay
+from .._records import JobRow
+from .._rules.core import LedgerCore
+from .._store import ClaimRequest, Completion
+from .store_calls import StoreCall
 
 __all__ = [
     "Action",
