@@ -63,8 +63,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import make_url
 
-import rill_executor._core as core
 from rill_executor import Claim, Ledger, Replay
+from rill_executor._rules import core
 from rill_executor_sql import SqlStore
 
 DEFAULT_URL = os.environ.get(

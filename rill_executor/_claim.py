@@ -23,10 +23,10 @@ from pydantic import TypeAdapter
 from . import _telemetry as telemetry
 from ._claim_outputs import AsyncClaimOutputs, ClaimOutputs
 from ._config import Seconds
-from ._core import LedgerCore
 from ._errors import OutcomeUnknown, StaleAttempt, StoreUnavailable, UsageError
 from ._outputs import OutputStore
 from ._records import JobRow, JobState, at_us
+from ._rules.core import LedgerCore
 from ._store import AsyncStore, AttemptRef, Completion, Store, StoreAnswer
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 ``IdempotentSpec`` holds the pure parts: the business identity of a call, which errors are
 terminal, how long to join a running attempt, how to check a result. The call itself is the
-step in ``_step``, driven by the ledger twins.
+step in ``_steps.call``, driven by the ledger twins.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``Ledger`` and ``AsyncLedger``: claim, status and the ``idempotent`` decorator.
 
-Both are thin I/O loops: a decorated call is the step in ``_step``, every other operation a
-step in ``_operations``, and each twin performs their actions, blocking or awaiting. The
+Both are thin I/O loops: a decorated call is the step in ``_steps.call``, every other operation a
+step in ``_steps.operations``, and each twin performs their actions, blocking or awaiting. The
 ``LedgerConfig`` is built once, at construction.
 """
 
@@ -15,16 +15,12 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar, cast
 
-from . import _operations as operations
 from . import _telemetry as telemetry
 from ._claim import AsyncClaim, Claim, resend_once, resend_once_async
 from ._claim import current as current_claim
 from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._codec import DEFAULT_MAX_RESULT_BYTES
 from ._config import LedgerConfig, Seconds
-from ._core import LedgerCore
-from ._drill import DrillReport
-from ._drive import drive, drive_async
 from ._duplicate_window import DuplicateWindow
 from ._errors import ConfigError
 from ._heartbeat import AsyncHeartbeats, Heartbeats, settled
@@ -39,28 +35,31 @@ from ._idempotent import (
     stored_key,
 )
 from ._listing import JobList
-from ._notices import DueNotice, Watch
+from ._namespace_audit import DrillReport
 from ._outcomes import Conflict, InProgress, Replay
 from ._outputs import OutputStore
-from ._purge import PurgeReport
-from ._records import JobState, JobStatus, OutputRef
+from ._records import JobRow, JobState, JobStatus, OutputRef
 from ._registry import open_async_store, open_output_store, open_store
-from ._resolution import NO_RESULT
-from ._step import (
+from ._rules.core import LedgerCore
+from ._rules.notices import DueNotice, Watch
+from ._rules.purge import PurgeReport
+from ._rules.resolution import NO_RESULT
+from ._steps import operations
+from ._steps.call import (
     Action,
     Blocking,
     Finish,
     Own,
-    ReadStatuses,
     Renew,
     Run,
     SendClaim,
     Sleep,
-    StoreCall,
     call,
     resumed,
 )
-from ._store import AsyncStore, Store, read_statuses, read_statuses_async
+from ._steps.drive import drive, drive_async
+from ._steps.store_calls import StoreCall
+from ._store import AsyncStore, Store
 from ._threaded_store import ThreadedAsyncStore
 
 __all__ = ["AsyncLedger", "Ledger"]
@@ -239,13 +238,14 @@ class Ledger(_LedgerBase[Store]):
         step = operations.claim(
             self._core, key, fingerprint, result_version, attempt_id, lease, origin, watch, trace
         )
-        return cast(ClaimOutcome, drive(step, self._perform))
+        outcome = drive(step, self._perform)
+        return self._own(outcome) if isinstance(outcome, JobRow) else outcome
 
     def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         """The job of ``key`` with all its attempts, or None if there is none; ``handler``
         (a decorated function or its name) looks up that handler's job for ``key``."""
         step = operations.status(self._core, key, handler)
-        return cast(JobStatus | None, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def resolve(
         self,
@@ -270,7 +270,7 @@ class Ledger(_LedgerBase[Store]):
         record keeps the retention its finish recorded (else this ledger's). Returns the
         job as it stands after; ``ResolutionRefused`` if nothing was written."""
         step = operations.resolve(self._core, key, action, reason, actor, force, result, handler)
-        return cast(JobStatus, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def record_event(
         self,
@@ -289,7 +289,7 @@ class Ledger(_LedgerBase[Store]):
         step = operations.record_event(
             self._core, key, kind, attempt_id, fence, reason, detail, handler
         )
-        return cast(bool, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
@@ -297,7 +297,7 @@ class Ledger(_LedgerBase[Store]):
         """Lease up to ``limit`` of this namespace's due completion notices to ``owner``
         for ``lease``: no other deliverer gets them meanwhile. Send each, then settle it."""
         step = operations.lease_notices(self._core, owner, lease, limit)
-        return cast(list[DueNotice], drive(step, self._perform))
+        return drive(step, self._perform)
 
     def settle_notice(
         self,
@@ -316,7 +316,7 @@ class Ledger(_LedgerBase[Store]):
         step = operations.settle_notice(
             self._core, notice, status, outcome, detail, retry_in, tried
         )
-        return cast(bool, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def jobs(
         self,
@@ -335,7 +335,7 @@ class Ledger(_LedgerBase[Store]):
         step = operations.jobs(
             self._core, state, dangling, older_than, result_version, after, limit
         )
-        return cast(JobList, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def drill(
         self, *, page: int = 1000, progress: Callable[[int], None] | None = None
@@ -346,7 +346,7 @@ class Ledger(_LedgerBase[Store]):
         orphan outputs. Reads every job whole, ``page`` jobs a store read (one ``status``
         a job on a store without ``list_statuses``); ``progress`` is told each page's count."""
         step = operations.drill(self._core, self.outputs, page, progress)
-        return cast(DrillReport, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def purge(
         self,
@@ -363,13 +363,13 @@ class Ledger(_LedgerBase[Store]):
         deleted record's. Pass the report's ``cursor`` as ``after`` until it is None;
         ``dry_run`` counts without deleting. One store call."""
         step = operations.purge(self._core, limit, after, dry_run, dangling_after)
-        return cast(PurgeReport, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
         """Every output object of ``key``: who wrote it, committed, in flight or orphan;
         ``handler`` (a decorated function or its name) audits that handler's job."""
         step = operations.audit(self._core, self.outputs, key, handler)
-        return cast(OutputAudit, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         """Delete this namespace's orphan objects older than ``grace``: objects this job
@@ -377,7 +377,7 @@ class Ledger(_LedgerBase[Store]):
         committed output of a retained job, never an object it cannot account for (those
         are reported as ``unknown``). Idempotent; safe to run from several processes."""
         step = operations.collect_orphans(self._core, self.outputs, grace)
-        return cast(CollectReport, drive(step, self._perform))
+        return drive(step, self._perform)
 
     def verify(self, ref: OutputRef) -> None:
         """Read the object behind ``ref``; ``ChecksumMismatch`` if it is not what was written."""
@@ -387,7 +387,7 @@ class Ledger(_LedgerBase[Store]):
         """Copy the committed outputs of ``key`` to their canonical keys (write-once);
         ``handler`` publishes that decorated handler's job."""
         step = operations.publish(self._core, self.outputs, key, handler)
-        return cast(list[OutputRef], drive(step, self._perform))
+        return drive(step, self._perform)
 
     def _wrap(self, spec: IdempotentSpec) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(spec.fn):
@@ -410,36 +410,40 @@ class Ledger(_LedgerBase[Store]):
         threaded._setup(ThreadedAsyncStore(self.store), self.config, self.outputs, self._core.clock)
         return threaded
 
+    def _own(self, row: JobRow) -> Claim:
+        return Claim(self._core, self.store, row, self.outputs)
+
     def _perform(self, action: Action) -> Any:
+        # The claims in actions are those this ledger made (``Own``): ``Claim()`` says so
         match action:
             case SendClaim(request):
                 return resend_once(lambda: self.store.claim(request))
             case Own(row):
-                return Claim(self._core, self.store, row, self.outputs)
-            case Run(claim, spec, args, kwargs):
-                token = current_claim.set(cast(Claim, claim))
+                return self._own(row)
+            case Run(Claim() as claim, spec, args, kwargs):
+                token = current_claim.set(claim)
                 try:
                     if spec.heartbeat is None:
                         return spec.fn(*args, **kwargs)
-                    watch = self.heartbeats.start(cast(Claim, claim), spec.heartbeat)
+                    watch = self.heartbeats.start(claim, spec.heartbeat)
                     try:
                         return spec.fn(*args, **kwargs)
                     finally:
                         self.heartbeats.stop(watch)
                 finally:
                     current_claim.reset(token)
-            case Finish(claim, completion):
-                return cast(Claim, claim).finish(completion)
-            case Renew(claim):
-                return cast(Claim, claim).heartbeat()
+            case Finish(Claim() as claim, completion):
+                return claim.finish(completion)
+            case Renew(Claim() as claim):
+                return claim.heartbeat()
             case Sleep(seconds):
                 self._core.clock.sleep(seconds)
-            case StoreCall(method, args):
-                return getattr(self.store, method)(*args)
-            case ReadStatuses(query):
-                return read_statuses(self.store, query)
+                return None
+            case StoreCall():
+                return action.on(self.store)
             case Blocking(fn, args):
                 return fn(*args)
+        raise TypeError(f"{action!r} is no action a Ledger performs")
 
     def close(self) -> None:
         self.store.close()
@@ -480,11 +484,12 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         step = operations.claim(
             self._core, key, fingerprint, result_version, attempt_id, lease, origin, watch, trace
         )
-        return cast(AsyncClaimOutcome, await drive_async(step, self._perform))
+        outcome = await drive_async(step, self._perform)
+        return self._own(outcome) if isinstance(outcome, JobRow) else outcome
 
     async def status(self, key: str, *, handler: Handler | None = None) -> JobStatus | None:
         step = operations.status(self._core, key, handler)
-        return cast(JobStatus | None, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def resolve(
         self,
@@ -498,7 +503,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         handler: Handler | None = None,
     ) -> JobStatus:
         step = operations.resolve(self._core, key, action, reason, actor, force, result, handler)
-        return cast(JobStatus, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def record_event(
         self,
@@ -514,13 +519,13 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         step = operations.record_event(
             self._core, key, kind, attempt_id, fence, reason, detail, handler
         )
-        return cast(bool, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def lease_notices(
         self, *, owner: str, lease: Seconds = timedelta(seconds=30), limit: int = 16
     ) -> list[DueNotice]:
         step = operations.lease_notices(self._core, owner, lease, limit)
-        return cast(list[DueNotice], await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def settle_notice(
         self,
@@ -535,7 +540,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         step = operations.settle_notice(
             self._core, notice, status, outcome, detail, retry_in, tried
         )
-        return cast(bool, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def jobs(
         self,
@@ -550,13 +555,13 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         step = operations.jobs(
             self._core, state, dangling, older_than, result_version, after, limit
         )
-        return cast(JobList, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def drill(
         self, *, page: int = 1000, progress: Callable[[int], None] | None = None
     ) -> DrillReport:
         step = operations.drill(self._core, self.outputs, page, progress)
-        return cast(DrillReport, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def purge(
         self,
@@ -567,22 +572,22 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         dangling_after: Seconds | None = None,
     ) -> PurgeReport:
         step = operations.purge(self._core, limit, after, dry_run, dangling_after)
-        return cast(PurgeReport, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def audit(self, key: str, *, handler: Handler | None = None) -> OutputAudit:
         step = operations.audit(self._core, self.outputs, key, handler)
-        return cast(OutputAudit, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def collect_orphans(self, *, grace: Seconds = timedelta(hours=1)) -> CollectReport:
         step = operations.collect_orphans(self._core, self.outputs, grace)
-        return cast(CollectReport, await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     async def verify(self, ref: OutputRef) -> None:
         await drive_async(operations.verify(self._core, self.outputs, ref), self._perform)
 
     async def publish(self, key: str, *, handler: Handler | None = None) -> list[OutputRef]:
         step = operations.publish(self._core, self.outputs, key, handler)
-        return cast(list[OutputRef], await drive_async(step, self._perform))
+        return await drive_async(step, self._perform)
 
     def _accepts(self, fn: Callable[..., Any]) -> None:
         if not inspect.iscoroutinefunction(fn):
@@ -647,26 +652,30 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
             outputs=self.outputs,
         )
 
+    def _own(self, row: JobRow) -> AsyncClaim:
+        return AsyncClaim(self._core, self.store, row, self.outputs)
+
     async def _perform(self, action: Action) -> Any:
+        # The claims in actions are those this ledger made (``Own``): ``AsyncClaim()`` says so
         match action:
             case SendClaim(request):
                 return await resend_once_async(lambda: self.store.claim(request))
             case Own(row):
-                return AsyncClaim(self._core, self.store, row, self.outputs)
-            case Run(claim, spec, args, kwargs):
-                return await self._run_handler(cast(AsyncClaim, claim), spec, args, kwargs)
-            case Finish(claim, completion):
-                return await cast(AsyncClaim, claim).finish(completion)
-            case Renew(claim):
-                return await cast(AsyncClaim, claim).heartbeat()
+                return self._own(row)
+            case Run(AsyncClaim() as claim, spec, args, kwargs):
+                return await self._run_handler(claim, spec, args, kwargs)
+            case Finish(AsyncClaim() as claim, completion):
+                return await claim.finish(completion)
+            case Renew(AsyncClaim() as claim):
+                return await claim.heartbeat()
             case Sleep(seconds):
                 await self._core.clock.asleep(seconds)
-            case StoreCall(method, args):
-                return await getattr(self.store, method)(*args)
-            case ReadStatuses(query):
-                return await read_statuses_async(self.store, query)
+                return None
+            case StoreCall():
+                return await action.on_async(self.store)
             case Blocking(fn, args):
                 return await asyncio.to_thread(fn, *args)
+        raise TypeError(f"{action!r} is no action an AsyncLedger performs")
 
     async def _run_handler(
         self, claim: AsyncClaim, spec: IdempotentSpec, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -13,8 +13,8 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict
 
 from ._errors import UsageError
-from ._notices import NoticeStatus, is_unsent
 from ._records import ErrorInfo, JobRow, JobState, OwnerInfo, at_us, from_us
+from ._rules.notices import NoticeStatus, is_unsent
 from ._store import JobPage, JobQuery
 
 __all__ = ["JobList", "JobSummary", "dangling", "listed"]

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ._clock import SYSTEM_CLOCK, Clock, checked_clock
-from ._decisions import (
+from ._listing import check_cursor, listed
+from ._records import AttemptOutcome, AttemptRow, JobRow
+from ._rules.decisions import (
     ClaimAction,
     check_write,
     claimed_row,
@@ -29,12 +31,10 @@ from ._decisions import (
     superseded_attempt,
     watched_row,
 )
-from ._events import appended_event
-from ._listing import check_cursor, listed
-from ._notices import lapse_notices, leasable, lease_notice, settle_notice
-from ._purge import fence_keep_until, purge_batch
-from ._records import AttemptOutcome, AttemptRow, JobRow
-from ._resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
+from ._rules.events import appended_event
+from ._rules.notices import lapse_notices, leasable, lease_notice, settle_notice
+from ._rules.purge import fence_keep_until, purge_batch
+from ._rules.resolution import check_resolve, resolution_event, resolved_attempt, resolved_row
 from ._store import (
     AttemptRef,
     ClaimRequest,

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ._events import split_log
+from ._rules.events import split_log
 from ._text import load_json
 
 __all__ = [
@@ -200,7 +200,7 @@ class EventInfo(_View):
 
     @classmethod
     def log(cls, text: str | None) -> tuple[tuple[EventInfo, ...], int]:
-        """The entries of an event log and how many it dropped (``rill_executor._events``)."""
+        """The entries of an event log and how many it dropped (``rill_executor._rules.events``)."""
         entries, dropped = split_log(load_json(text or "[]"))
         return tuple(cls.model_validate({**e, "at": at_us(int(e["at"]))}) for e in entries), dropped
 

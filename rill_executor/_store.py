@@ -105,7 +105,7 @@ class Completion:
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
-    """An operator's decision on a job (see ``rill_executor._resolution``): ``action``
+    """An operator's decision on a job (see ``rill_executor._rules.resolution``): ``action``
     ``reuse`` (the committed result, or ``result``), ``redo`` (the next claim runs the work)
     or ``terminate`` (a terminal failure, ``error``); who decided it and why."""
 
@@ -214,7 +214,7 @@ class StoreStatus:
     job: JobRow
     attempts: list[AttemptRow]
     now: int
-    events: str = "[]"  # JSON: the job's event log (see ``rill_executor._events``)
+    events: str = "[]"  # JSON: the job's event log (see ``rill_executor._rules.events``)
 
 
 @dataclass(frozen=True, slots=True)

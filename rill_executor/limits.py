@@ -2,7 +2,6 @@
 over one is a ``UsageError`` or ``InvalidKey`` that names it), and on the pages and batches
 of the operations that read or purge many jobs."""
 
-from ._events import MAX_DETAIL_CHARS, MAX_EVENTS
 from ._keys import (
     MAX_ATTEMPT_ID_CHARS,
     MAX_HANDLER_NAME_CHARS,
@@ -12,10 +11,11 @@ from ._keys import (
     MAX_VERSION_CHARS,
 )
 from ._listing import MAX_PAGE
-from ._notices import MAX_WATCH_ID_CHARS
-from ._purge import MAX_PURGE_BATCH
 from ._records import MAX_ERROR_CHARS
-from ._resolution import MAX_ACTOR_CHARS, MAX_REASON_CHARS
+from ._rules.events import MAX_DETAIL_CHARS, MAX_EVENTS
+from ._rules.notices import MAX_WATCH_ID_CHARS
+from ._rules.purge import MAX_PURGE_BATCH
+from ._rules.resolution import MAX_ACTOR_CHARS, MAX_REASON_CHARS
 
 __all__ = [
     "MAX_ACTOR_CHARS",

@@ -13,7 +13,23 @@ a store keeps, are in the concepts page and the conformance kit
 """
 
 from ._clock import SYSTEM_CLOCK, Clock, SystemClock
-from ._decisions import (
+from ._errors import (
+    DurabilityWarning,
+    IncompatibleStore,
+    SchemaMissing,
+    StoreError,
+    StoreProtocolError,
+    StoreUnavailable,
+    UnsafeDeployment,
+    UsageError,
+)
+from ._keys import validate_store_id
+from ._listing import check_cursor, dangling, listed
+from ._memory import AsyncMemoryStore, MemoryStore
+from ._recheck import Recheck, callers_level
+from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from ._registry import upgrade_schema
+from ._rules.decisions import (
     ClaimAction,
     WriteRejection,
     attempt_outcome,
@@ -30,22 +46,8 @@ from ._decisions import (
     superseded_attempt,
     watched_row,
 )
-from ._drive import drive, drive_async
-from ._errors import (
-    DurabilityWarning,
-    IncompatibleStore,
-    SchemaMissing,
-    StoreError,
-    StoreProtocolError,
-    StoreUnavailable,
-    UnsafeDeployment,
-    UsageError,
-)
-from ._events import MAX_EVENTS, appended_event
-from ._keys import validate_store_id
-from ._listing import check_cursor, dangling, listed
-from ._memory import AsyncMemoryStore, MemoryStore
-from ._notices import (
+from ._rules.events import MAX_EVENTS, appended_event
+from ._rules.notices import (
     DueNotice,
     NoticeStatus,
     Watch,
@@ -60,7 +62,7 @@ from ._notices import (
     replay_notice,
     settle_notice,
 )
-from ._purge import (
+from ._rules.purge import (
     PurgeVerdict,
     fence_keep_until,
     has_pending_notice,
@@ -68,10 +70,7 @@ from ._purge import (
     purge_batch,
     purge_verdict,
 )
-from ._recheck import Recheck, callers_level
-from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
-from ._registry import upgrade_schema
-from ._resolution import (
+from ._rules.resolution import (
     ResolveAction,
     ResolveRefusal,
     check_resolve,
@@ -79,6 +78,7 @@ from ._resolution import (
     resolved_attempt,
     resolved_row,
 )
+from ._steps.drive import drive, drive_async
 from ._store import (
     AsyncPingable,
     AsyncStatusLister,

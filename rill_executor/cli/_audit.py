@@ -1,5 +1,5 @@
 """``audit``: the drill report of a namespace — every job's record checked against the
-invariants, and the recovery counted (see ``rill_executor._drill``)."""
+invariants, and the recovery counted (see ``rill_executor._namespace_audit``)."""
 
 from __future__ import annotations
 

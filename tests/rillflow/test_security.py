@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from rill_executor import AsyncClaim, AsyncLedger, ConfigError, HandedOff, JobStatus
-from rill_executor._notices import Watch
+from rill_executor._rules.notices import Watch
 from rill_executor.rillflow import (
     CompletionTokens,
     Deliverer,

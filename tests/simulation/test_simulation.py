@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rill_executor import _decisions
-from rill_executor._notices import NoticeStatus, _dump, _notice
+from rill_executor._rules import decisions as _decisions
+from rill_executor._rules.notices import NoticeStatus, _dump, _notice
 
 from .world import Settings, Violation, run
 

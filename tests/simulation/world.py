@@ -29,8 +29,8 @@ from rill_executor import Claim, Ledger, StaleAttempt, StoreUnavailable
 from rill_executor._claim import resend_once
 from rill_executor._idempotent import IdempotentOptions
 from rill_executor._records import AttemptOutcome, JobRow, JobState
-from rill_executor._resolution import NO_RESULT, resolution_request
-from rill_executor._step import (
+from rill_executor._rules.resolution import NO_RESULT, resolution_request
+from rill_executor._steps.call import (
     Action,
     Finish,
     Own,
@@ -38,10 +38,10 @@ from rill_executor._step import (
     Run,
     SendClaim,
     Sleep,
-    StoreCall,
     call,
     claiming,
 )
+from rill_executor._steps.store_calls import StoreCall
 from rill_executor.store import (
     AttemptRef,
     ClaimRequest,
@@ -390,8 +390,8 @@ class Caller(Actor):
             case Sleep(seconds):
                 self.wake_ns = world.clock.monotonic_ns() + round(seconds * 1e9)
                 return None
-            case StoreCall(method, args):
-                return getattr(world.store, method)(*args)
+            case StoreCall():
+                return action.on(world.store)
         raise AssertionError(f"no such action in the simulation: {action!r}")
 
     def _running(self, claim: Any) -> Any:

@@ -22,7 +22,7 @@ from rill_executor import (
     fingerprint_of,
 )
 from rill_executor._idempotent import IdempotentOptions
-from rill_executor._step import Run, call
+from rill_executor._steps.call import Run, call
 from rill_executor.store import AsyncMemoryStore, MemoryStore
 from rill_executor.testing import VirtualClock
 

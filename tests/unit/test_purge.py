@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from rill_executor import UsageError
-from rill_executor._purge import check_purge
+from rill_executor._rules.purge import check_purge
 from rill_executor.store import (
     ClaimRequest,
     Completion,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rill_executor._drill import examine
+from rill_executor._namespace_audit import examine
 from rill_executor._records import JobStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """The ledger's operations besides the decorated call, each one I/O-free step.
 
-Each function here is a generator in the style of ``_step``: it checks what the caller
-passed, yields plain actions (``StoreCall`` and ``ReadStatuses`` to the job store,
+Each function here is a generator in the style of ``call``: it checks what the caller
+passed, yields plain actions (a ``StoreCall`` to the job store, one class per operation,
 ``Blocking`` for the output store's work) and receives what came of each. ``Ledger`` and
 ``AsyncLedger`` drive them with ``drive`` / ``drive_async``, so every operation's checks,
 order of calls and spans are written once.
@@ -14,13 +14,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from . import _telemetry as telemetry
-from ._config import Seconds, to_us
-from ._core import LedgerCore
-from ._drill import Drill
-from ._errors import ConfigError, UsageError
-from ._events import encode_event
-from ._housekeeping import (
+from .. import _telemetry as telemetry
+from .._config import Seconds, to_us
+from .._errors import ConfigError, UsageError
+from .._housekeeping import (
     AuditEntry,
     CollectReport,
     OutputAudit,
@@ -31,16 +28,31 @@ from ._housekeeping import (
     unknown_entry,
     verify_ref,
 )
-from ._idempotent import Handler, stored_key
-from ._keys import validate_result_version, validate_store_id
-from ._listing import JobList, check_query
-from ._notices import DueNotice, Watch
-from ._outputs import OutputStore, StoredObject
-from ._purge import PurgeReport, check_purge
-from ._records import JobState, JobStatus, OutputRef, at_us
-from ._resolution import refusal_of, resolution_request, result_type
-from ._step import Blocking, ReadStatuses, Step, StoreCall, claiming
-from ._store import JobQuery, PurgeRequest, StatusPage
+from .._idempotent import Handler, stored_key
+from .._keys import validate_result_version, validate_store_id
+from .._listing import JobList, check_query
+from .._namespace_audit import DrillReport, NamespaceAudit
+from .._outcomes import Conflict, InProgress, Replay
+from .._outputs import OutputStore, StoredObject
+from .._records import JobRow, JobState, JobStatus, OutputRef, at_us
+from .._rules.core import LedgerCore
+from .._rules.events import encode_event
+from .._rules.notices import DueNotice, Watch
+from .._rules.purge import PurgeReport, check_purge
+from .._rules.resolution import refusal_of, resolution_request, result_type
+from .._store import JobQuery, PurgeRequest, StatusPage
+from .call import Blocking, Step, deciding
+from .store_calls import (
+    LeaseNotices,
+    ListJobs,
+    Purge,
+    ReadStatus,
+    ReadStatuses,
+    ReadStoreId,
+    RecordEvent,
+    Resolve,
+    SettleNotice,
+)
 
 __all__ = [
     "audit",
@@ -71,8 +83,9 @@ def claim(
     origin: Any,
     watch: Watch | None,
     trace: str | None,
-) -> Step:
-    """An explicit claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
+) -> Step[JobRow | Replay | InProgress | Conflict]:
+    """An explicit claim: the row granted (the ledger makes it its claim), or the ``Replay`` /
+    ``InProgress`` / ``Conflict``."""
     request = core.claim_request(
         key,
         fingerprint=fingerprint,
@@ -83,13 +96,13 @@ def claim(
         watch=watch,
         trace=trace or telemetry.current_traceparent(),
     )
-    return (yield from claiming(core, request))
+    return (yield from deciding(core, request))
 
 
-def status(core: LedgerCore, key: str, handler: Handler | None) -> Step:
+def status(core: LedgerCore, key: str, handler: Handler | None) -> Step[JobStatus | None]:
     """The job of ``key`` with all its attempts, or None."""
     job_id = core.job_id(stored_key(key, handler))
-    return core.status((yield StoreCall("status", (job_id,))))
+    return core.status((yield ReadStatus(job_id)))
 
 
 def resolve(
@@ -101,7 +114,7 @@ def resolve(
     force: bool,
     result: Any,
     handler: Handler | None,
-) -> Step:
+) -> Step[JobStatus]:
     """An operator's decision on ``key``'s job, sent once; the job as it stands after."""
     stored, config = stored_key(key, handler), core.config
     resolution = resolution_request(
@@ -115,10 +128,10 @@ def resolve(
         returns=result_type(handler),
     )
     job_id = core.job_id(stored)
-    answer = yield StoreCall("resolve", (job_id, resolution))
+    answer = yield Resolve(job_id, resolution)
     if not answer.ok:
         raise refusal_of(answer, resolution, namespace=core.namespace, key=stored)
-    found = core.status((yield StoreCall("status", (job_id,))))
+    found = core.status((yield ReadStatus(job_id)))
     assert found is not None  # resolved jobs are kept for a retention
     return found
 
@@ -132,17 +145,20 @@ def record_event(
     reason: str | None,
     detail: str | None,
     handler: Handler | None,
-) -> Step:
+) -> Step[bool]:
     """An entry appended to the job's event log; False if there is no job."""
     event = encode_event(kind, attempt_id=attempt_id, fence=fence, reason=reason, detail=detail)
     job_id = core.job_id(stored_key(key, handler))
-    return (yield StoreCall("record_event", (job_id, event)))
+    recorded: bool = yield RecordEvent(job_id, event)
+    return recorded
 
 
-def lease_notices(core: LedgerCore, owner: str, lease: Seconds, limit: int) -> Step:
+def lease_notices(
+    core: LedgerCore, owner: str, lease: Seconds, limit: int
+) -> Step[list[DueNotice]]:
     """Up to ``limit`` due completion notices, leased to ``owner``."""
     lease_us = to_us(lease, "lease")
-    batch = yield StoreCall("lease_notices", (core.namespace, owner, lease_us, _limit(limit)))
+    batch = yield LeaseNotices(core.namespace, owner, lease_us, _limit(limit))
     return core.due_notices(batch, owner)
 
 
@@ -154,10 +170,11 @@ def settle_notice(
     detail: str | None,
     retry_in: Seconds,
     tried: bool = True,
-) -> Step:
+) -> Step[bool]:
     """How a delivery ended; False if the lease was lost first."""
     settlement = core.settlement(notice, status, outcome, detail, retry_in, tried)
-    return (yield StoreCall("settle_notice", (notice.job_id, settlement)))
+    settled: bool = yield SettleNotice(notice.job_id, settlement)
+    return settled
 
 
 def jobs(
@@ -168,7 +185,7 @@ def jobs(
     result_version: str | None,
     after: str | None,
     limit: int,
-) -> Step:
+) -> Step[JobList]:
     """A page of the namespace's jobs, without their attempts."""
     wanted = () if state is None else (state,) if isinstance(state, str) else state
     try:
@@ -185,7 +202,7 @@ def jobs(
         after=after,
         limit=limit,
     )
-    return JobList.build((yield StoreCall("list_jobs", (check_query(query),))))
+    return JobList.build((yield ListJobs(check_query(query))))
 
 
 def drill(
@@ -193,10 +210,10 @@ def drill(
     outputs: OutputStore | None,
     page: int,
     progress: Callable[[int], None] | None,
-) -> Step:
+) -> Step[DrillReport]:
     """The drill report of the namespace: every job read whole, ``page`` jobs a read."""
     query = check_query(JobQuery(namespace=core.namespace, limit=page))
-    report = Drill(core.namespace, timedelta(microseconds=core.config.retention_us))
+    report = NamespaceAudit(core.namespace, timedelta(microseconds=core.config.retention_us))
     while True:
         read = yield ReadStatuses(query)
         _add_page(core, report, read, progress)
@@ -214,7 +231,7 @@ def drill(
 
 def purge(
     core: LedgerCore, limit: int, after: str | None, dry_run: bool, dangling_after: Seconds | None
-) -> Step:
+) -> Step[PurgeReport]:
     """Delete up to ``limit`` records past retention (one store call)."""
     if not isinstance(dry_run, bool):
         raise UsageError(f"dry_run must be True or False, got {dry_run!r}")
@@ -232,18 +249,22 @@ def purge(
             dry_run=dry_run,
         )
     )
-    return PurgeReport.build((yield StoreCall("purge", (request,))), dry_run=dry_run)
+    return PurgeReport.build((yield Purge(request)), dry_run=dry_run)
 
 
-def audit(core: LedgerCore, outputs: OutputStore | None, key: str, handler: Handler | None) -> Step:
+def audit(
+    core: LedgerCore, outputs: OutputStore | None, key: str, handler: Handler | None
+) -> Step[OutputAudit]:
     """Every output object of ``key``'s job, classified."""
     store, job_id = _output_store(outputs), core.job_id(stored_key(key, handler))
     objects = yield Blocking(_listed, (store, job_folder(core.namespace, job_id)))
-    found = core.status((yield StoreCall("status", (job_id,))))
-    return _audit(core, (yield StoreCall("store_id")), job_id, found, objects)
+    found = core.status((yield ReadStatus(job_id)))
+    return _audit(core, (yield ReadStoreId()), job_id, found, objects)
 
 
-def collect_orphans(core: LedgerCore, outputs: OutputStore | None, grace: Seconds) -> Step:
+def collect_orphans(
+    core: LedgerCore, outputs: OutputStore | None, grace: Seconds
+) -> Step[CollectReport]:
     """Delete the namespace's orphan objects older than ``grace``."""
     store, wait = (
         _output_store(outputs),
@@ -260,7 +281,7 @@ def collect_orphans(core: LedgerCore, outputs: OutputStore | None, grace: Second
         return report
 
 
-def verify(core: LedgerCore, outputs: OutputStore | None, ref: OutputRef) -> Step:
+def verify(core: LedgerCore, outputs: OutputStore | None, ref: OutputRef) -> Step[None]:
     """Read the object behind ``ref`` back; ``ChecksumMismatch`` if it is not what was written."""
     store = _output_store(outputs)
     with telemetry.output_span("verify", core.namespace, ref.name):
@@ -269,7 +290,7 @@ def verify(core: LedgerCore, outputs: OutputStore | None, ref: OutputRef) -> Ste
 
 def publish(
     core: LedgerCore, outputs: OutputStore | None, key: str, handler: Handler | None
-) -> Step:
+) -> Step[list[OutputRef]]:
     """Copy the committed outputs of ``key`` to their canonical keys."""
     store = _output_store(outputs)
     committed = _committed(stored_key(key, handler), (yield from status(core, key, handler)))
@@ -297,20 +318,24 @@ class _Found:
         )
 
 
-def _namespace(core: LedgerCore, outputs: OutputStore) -> Step:
+def _namespace(
+    core: LedgerCore, outputs: OutputStore
+) -> Step[tuple[str, dict[str, list[StoredObject]], _Found]]:
     """The namespace's objects listed and sorted against this job store: its id, the job
     folders to read, and what was found so far (every other object is unknown)."""
     listed = yield Blocking(_listed, (outputs, f"{core.namespace}/"))
-    store_id = validate_store_id((yield StoreCall("store_id")))
+    store_id = validate_store_id((yield ReadStoreId()))
     folders, others = sort_namespace(core.namespace, store_id, listed)
     now = datetime.now(UTC)
     found = _Found([], [], [unknown_entry(core.namespace, store_id, o, now) for o in others])
     return store_id, folders, found
 
 
-def _job_audit(core: LedgerCore, store_id: str, job_id: str, objects: list[StoredObject]) -> Step:
+def _job_audit(
+    core: LedgerCore, store_id: str, job_id: str, objects: list[StoredObject]
+) -> Step[OutputAudit]:
     """A job's output objects against its record."""
-    found = core.status((yield StoreCall("status", (job_id,))))
+    found = core.status((yield ReadStatus(job_id)))
     return _audit(core, store_id, job_id, found, objects)
 
 
@@ -345,12 +370,15 @@ def _collect(audit: OutputAudit, grace: timedelta, found: _Found) -> list[AuditE
 
 
 def _add_page(
-    core: LedgerCore, drill: Drill, page: StatusPage, progress: Callable[[int], None] | None
+    core: LedgerCore,
+    report: NamespaceAudit,
+    page: StatusPage,
+    progress: Callable[[int], None] | None,
 ) -> None:
     for found in page.statuses:
         status = core.status(found)
         assert status is not None  # a found job
-        drill.add(status)
+        report.add(status)
     if progress is not None:
         progress(len(page.statuses))
 

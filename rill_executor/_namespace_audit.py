@@ -1,12 +1,12 @@
-"""The drill report: a namespace's records checked against the invariants, and counted.
+"""The namespace audit: a namespace's records checked against the invariants, and counted.
 
 After a fault drill (or any incident) an operator wants to know, for a whole namespace:
 did any key commit two results, are the recorded histories consistent, did every
 completion notice report an outcome that won its fence and reach the engine once, which
 jobs are left dangling, and what the recovery cost (attempts, takeovers, refused writes,
 manual resolutions, orphan outputs). ``examine`` checks one job's record (no I/O);
-``Drill`` adds the jobs up into a ``DrillReport``. A broken invariant is a ``DrillFinding``;
-anything else is a count.
+``NamespaceAudit`` adds the jobs up into a ``DrillReport`` (what ``ledger.drill()`` and the
+command ``audit`` answer). A broken invariant is a ``DrillFinding``; anything else is a count.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
-from ._events import TOKEN_REFUSED
 from ._housekeeping import OutputAudit
 from ._records import AttemptOutcome, JobState, JobStatus
-from ._resolution import RESOLVED
+from ._rules.events import TOKEN_REFUSED
+from ._rules.resolution import RESOLVED
 
-__all__ = ["Drill", "DrillFinding", "DrillReport", "examine"]
+__all__ = ["DrillFinding", "DrillReport", "NamespaceAudit", "examine"]
 
 MAX_LISTED = 100  # keys listed per kind in a report; the counts are always whole
 
@@ -156,7 +156,7 @@ def examine(status: JobStatus, retention: timedelta) -> list[DrillFinding]:
     ]
 
 
-class Drill:
+class NamespaceAudit:
     """Adds up the jobs of a namespace, one status at a time."""
 
     def __init__(self, namespace: str, retention: timedelta) -> None:

@@ -21,15 +21,15 @@ import json
 import re
 from typing import Any
 
-from ._errors import InvalidPayload
-from ._text import store_json
+from .._errors import InvalidPayload
+from .._text import store_json
 
 __all__ = ["MAX_EVENTS", "TOKEN_REFUSED", "appended_event", "encode_event", "split_log"]
 
 MAX_EVENTS = 64
 MAX_DETAIL_CHARS = 2000
 TOKEN_REFUSED = "token_refused"  # a completion token presented and refused
-RESOLVED = "resolved"  # an operator's resolution (rill_executor._resolution)
+RESOLVED = "resolved"  # an operator's resolution (rill_executor._rules.resolution)
 _KIND = re.compile(r"[a-z][a-z0-9_.]{0,63}")
 
 

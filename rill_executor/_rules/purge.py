@@ -17,10 +17,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from ._errors import UsageError
-from ._notices import outbox_due
-from ._records import JobRow, JobState, at_us
-from ._store import PurgePage, PurgeRequest
+from .._errors import UsageError
+from .._records import JobRow, JobState, at_us
+from .._store import PurgePage, PurgeRequest
+from .notices import outbox_due
 
 __all__ = [
     "MAX_PURGE_BATCH",

@@ -32,14 +32,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ._codec import adapter_for, encode_error, encode_result, type_name
-from ._errors import InvalidPayload, ResolutionRefused
-from ._events import RESOLVED
-from ._idempotent import HANDLER_NAME
-from ._notices import finish_notices
-from ._records import AttemptOutcome, ErrorInfo, JobRow, JobState
-from ._store import Resolution, StoreAnswer
-from ._text import escape_text, store_json
+from .._codec import adapter_for, encode_error, encode_result, type_name
+from .._errors import InvalidPayload, ResolutionRefused
+from .._idempotent import HANDLER_NAME
+from .._records import AttemptOutcome, ErrorInfo, JobRow, JobState
+from .._store import Resolution, StoreAnswer
+from .._text import escape_text, store_json
+from .events import RESOLVED
+from .notices import finish_notices
 
 __all__ = [
     "NO_RESULT",

@@ -13,9 +13,9 @@ import enum
 import json
 from dataclasses import replace
 
-from ._notices import add_watch, finish_notices, replay_notice
-from ._records import AttemptOutcome, AttemptRow, JobRow, JobState
-from ._store import AttemptRef, ClaimRequest, Completion
+from .._records import AttemptOutcome, AttemptRow, JobRow, JobState
+from .._store import AttemptRef, ClaimRequest, Completion
+from .notices import add_watch, finish_notices, replay_notice
 
 __all__ = [
     "ClaimAction",
@@ -64,7 +64,7 @@ def decide_claim(job: JobRow | None, request: ClaimRequest, now: int) -> ClaimAc
 
 def claimed_row(job: JobRow | None, request: ClaimRequest, now: int, last_fence: int = 0) -> JobRow:
     """The job as it stands after an INSERT or TAKEOVER by ``request``; an INSERT continues
-    from ``last_fence``, the fence a purged record of the key left behind (see ``_purge``)."""
+    from ``last_fence``, the fence a purged record of the key left behind (see ``purge``)."""
     return JobRow(
         job_id=request.job_id,
         namespace=request.namespace,

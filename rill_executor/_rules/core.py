@@ -12,20 +12,12 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from . import _telemetry as telemetry
-from ._clock import SYSTEM_CLOCK, Clock
-from ._codec import encode_error, encode_result
-from ._config import LedgerConfig, Seconds, to_us
-from ._decisions import (
-    ClaimAction,
-    WriteRejection,
-    already_finished,
-    check_write,
-    decide_claim,
-    owned_by,
-)
-from ._errors import InvalidPayload, ResultTooLarge, StaleAttempt, StoreProtocolError, UsageError
-from ._keys import (
+from .. import _telemetry as telemetry
+from .._clock import SYSTEM_CLOCK, Clock
+from .._codec import encode_error, encode_result
+from .._config import LedgerConfig, Seconds, to_us
+from .._errors import InvalidPayload, ResultTooLarge, StaleAttempt, StoreProtocolError, UsageError
+from .._keys import (
     fingerprint_of,
     job_id,
     new_attempt_id,
@@ -35,10 +27,9 @@ from ._keys import (
     validate_result_version,
     validate_traceparent,
 )
-from ._notices import DueNotice, NoticeStatus, Watch, encode_json
-from ._outcomes import Conflict, InProgress, Replay
-from ._records import ErrorInfo, JobRow, JobState, JobStatus, NoticeInfo, at_us
-from ._store import (
+from .._outcomes import Conflict, InProgress, Replay
+from .._records import ErrorInfo, JobRow, JobState, JobStatus, NoticeInfo, at_us
+from .._store import (
     AttemptRef,
     ClaimRequest,
     Completion,
@@ -47,13 +38,22 @@ from ._store import (
     StoreAnswer,
     StoreStatus,
 )
-from ._text import (
+from .._text import (
     escape_text,
     load_json,
     printable_json,
     read_json,
     store_json,
 )
+from .decisions import (
+    ClaimAction,
+    WriteRejection,
+    already_finished,
+    check_write,
+    decide_claim,
+    owned_by,
+)
+from .notices import DueNotice, NoticeStatus, Watch, encode_json
 
 __all__ = ["LedgerCore"]
 

@@ -3,10 +3,11 @@
 ``call`` is the whole call: claim (joining a running attempt while ``wait`` lasts), run the
 handler, commit or record the failure, answer. It is a generator: each ``yield`` hands the
 ledger an action and receives what came of it (or has the action's exception raised at the
-``yield``). ``Ledger`` and ``AsyncLedger`` drive it with a loop each (``drive`` here, and
-its asyncio twin there), so the sync and async paths share every decision. The ledger's
-other operations are steps too (``_operations``), with the store calls (``StoreCall``,
-``ReadStatuses``) and the blocking work (``Blocking``) they add to this vocabulary.
+``yield``); a ``Step[T]`` returns a ``T``, which its driver returns. ``Ledger`` and
+``AsyncLedger`` drive it with a loop each (``drive`` and ``drive_async``, in ``drive``), so
+the sync and async paths share every decision. The ledger's other operations are steps too
+(``operations``), with the store calls (``StoreCall``, one class per store operation, in
+``store_calls``) and the blocking work (``Blocking``) they add to this vocabulary.
 """
 
 from __future__ import annotations
@@ -14,31 +15,31 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias, TypeVar
 
-from . import _telemetry as telemetry
-from ._clock import Clock
-from ._core import LedgerCore
-from ._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
-from ._idempotent import IdempotentSpec
-from ._outcomes import Conflict, InProgress, Replay
-from ._records import JobRow
-from ._store import ClaimRequest, Completion, JobQuery
+from .. import _telemetry as telemetry
+from .._clock import Clock
+from .._errors import HandedOff, RillExecutorError, StoreUnavailable, UsageError
+from .._idempotent import IdempotentSpec
+from .._outcomes import Conflict, InProgress, Replay
+from .._records import JobRow
+from .._rules.core import LedgerCore
+from .._store import ClaimRequest, Completion
+from .store_calls import StoreCall
 
 __all__ = [
     "Action",
     "Blocking",
     "Finish",
     "Own",
-    "ReadStatuses",
     "Renew",
     "Run",
     "SendClaim",
     "Sleep",
     "Step",
-    "StoreCall",
     "call",
     "claiming",
+    "deciding",
     "resumed",
     "running",
 ]
@@ -109,21 +110,6 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
-class StoreCall:
-    """Call the job store's ``method`` with ``args``; answer what it returns."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ReadStatuses:
-    """Read a page of whole jobs (``read_statuses``); answer the ``StatusPage``."""
-
-    query: JobQuery
-
-
-@dataclass(frozen=True, slots=True)
 class Blocking:
     """Call ``fn(*args)``, work that blocks (the output store's): in place on a ``Ledger``,
     in a worker thread on an ``AsyncLedger``; answer its result."""
@@ -132,18 +118,31 @@ class Blocking:
     args: tuple[Any, ...] = ()
 
 
-Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall | ReadStatuses | Blocking
-Step = Generator[Action, Any, Any]
+T = TypeVar("T")
+Action = SendClaim | Own | Run | Finish | Renew | Sleep | StoreCall[Any] | Blocking
+Step: TypeAlias = Generator[Action, Any, T]  # a step that returns a ``T``
 
 
-def claiming(core: LedgerCore, request: ClaimRequest, handler: str | None = None) -> Step:
-    """One claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
+def deciding(
+    core: LedgerCore, request: ClaimRequest, handler: str | None = None
+) -> Step[JobRow | Replay | InProgress | Conflict]:
+    """One claim sent and decided: the row the store granted, or the ``Replay`` /
+    ``InProgress`` / ``Conflict``."""
     with telemetry.claim_span(request, core.store_kind) as span:
         answer, resent = yield SendClaim(request)
         outcome = core.claim_outcome(request, answer, resent=resent)
         telemetry.claimed(span, request.namespace, outcome, handler)
+    return outcome
+
+
+def claiming(
+    core: LedgerCore, request: ClaimRequest, handler: str | None = None
+) -> Step[AnyClaim | Replay | InProgress | Conflict]:
+    """One claim: the ledger's claim, or the ``Replay`` / ``InProgress`` / ``Conflict``."""
+    outcome = yield from deciding(core, request, handler)
     if isinstance(outcome, JobRow):
-        return (yield Own(outcome))
+        claim: AnyClaim = yield Own(outcome)
+        return claim
     return outcome
 
 
@@ -153,7 +152,7 @@ def call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     claim_options: dict[str, Any],
-) -> Step:
+) -> Step[Any]:
     """A decorated call; ``claim_options`` (attempt id, origin) go to every claim it makes."""
     key, fingerprint, version = spec.identity(args, kwargs)
     spec.adapter  # noqa: B018  # a forward-referenced return type is checked before any work
@@ -188,7 +187,7 @@ def running(
     kwargs: dict[str, Any],
     run: telemetry.RunSpan,
     persist: bool = False,
-) -> Step:
+) -> Step[Any]:
     """The handler under a claim already made: its result committed, or its failure
     (``persist``: written while the lease lasts, see ``_finishing``)."""
     run.running()
@@ -221,7 +220,7 @@ def resumed(
     args: tuple[Any, ...],
     run: telemetry.RunSpan | None = None,
     persist: bool = False,
-) -> Step:
+) -> Step[Any]:
     """The handler under a claim its caller made (an async dispatch's), as ``call`` runs it;
     ``run`` is the span the claim was made under, if the caller opened one. ``persist``: the
     run has nobody to tell of an unwritten finish (a background run), so it keeps trying."""
@@ -232,7 +231,9 @@ def resumed(
         return (yield from running(spec, claim, args, {}, run, persist))
 
 
-def _finishing(claim: AnyClaim, completion: Completion, operation: str, persist: bool) -> Step:
+def _finishing(
+    claim: AnyClaim, completion: Completion, operation: str, persist: bool
+) -> Step[None]:
     """Write the attempt's end. A caller is told when it did not reach the store; a run
     nobody waits on (``persist``) instead tries again, renewing its lease between tries,
     until the lease runs out: a finish written late is still the only one (it is fenced)."""
@@ -283,7 +284,7 @@ def _finishing(claim: AnyClaim, completion: Completion, operation: str, persist:
 
 def _failing(
     claim: AnyClaim, exc: BaseException, *, retryable: bool, persist: bool = False
-) -> Step:
+) -> Step[None]:
     """Record ``exc`` as the attempt's failure; a failure to record it is noted on ``exc``."""
     try:
         yield from _finishing(claim, claim.failure_of(exc, retryable=retryable), "fail", persist)

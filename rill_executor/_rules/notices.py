@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import PydanticSerializationError, to_json
 
-from ._errors import InvalidPayload
-from ._records import JobState
-from ._text import printable, printable_json
+from .._errors import InvalidPayload
+from .._records import JobState
+from .._text import printable, printable_json
 
 if TYPE_CHECKING:
-    from ._records import JobRow, NoticeInfo
-    from ._store import NoticeSettlement
+    from .._records import JobRow, NoticeInfo
+    from .._store import NoticeSettlement
 
 MAX_WATCH_ID_CHARS = 256
 
