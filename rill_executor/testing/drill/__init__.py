@@ -21,6 +21,7 @@ from ._report import DrillResult, FaultStats, summarise
 from ._run import DrillConfig, FaultDrill
 from ._schedule import FaultKind, PlannedFault, parse_rate, plan
 from ._store_server import RedisServer, StoreServer
+from ._target import RecoveryTarget
 from ._workload import SegmentWorkload, Watched, Workload
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Injected",
     "PlannedFault",
     "Reaper",
+    "RecoveryTarget",
     "RedisServer",
     "SegmentWorkload",
     "StoreServer",
