@@ -285,8 +285,15 @@ def drill(
         echo_json(result.model_dump(mode="json") | {"ok": result.ok, "missed": result.missed})
     else:
         _print(result)
+    failed = _failures(result, enforce_target=enforce_target)
+    if failed:
+        raise CliError(f"the drill failed {', '.join(failed)}", ExitCode.CHECK_FAILED)
+
+
+def _failures(result: DrillResult, *, enforce_target: bool) -> list[str]:
+    """What fails the drill: each failed check, and with ``enforce_target`` a missed
+    recovery target (a drill's exit 1 says a check failed; this is one more check)."""
     failed = [c.name for c in result.checks if not c.ok]
     if enforce_target and result.missed:
         failed.append(f"the recovery target for {', '.join(result.missed)}")
-    if failed:
-        raise CliError(f"the drill failed {', '.join(failed)}", ExitCode.CHECK_FAILED)
+    return failed

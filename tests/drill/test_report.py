@@ -72,6 +72,7 @@ def test_each_kind_is_judged_against_the_recovery_target() -> None:
     for n, name in enumerate(names[2:]):  # 100 redos: p99 1 s, and one of 10 s, over 2 x p99
         faults.append(_hit(FaultKind.REDO, start, name))
         _succeeding(rec, name, start + (10.0 if n == 0 else 1.0))
+    faults.append(_hit(FaultKind.DUP, start, "t0"))  # recovered in time, but
     faults.append(_hit(FaultKind.DUP, start, "never"))  # a task that never got there
     rec.tasks[("e", "never")] = replace(rec.tasks[("e", "t0")], history=())
     rec = replace(rec, faults=faults, menu=MENU, target=RecoveryTarget(15.0, 5.0))
