@@ -1,5 +1,6 @@
 """``drill``: a fault drill against your own executor (see ``rill_executor.testing.drill``
-and docs/drills.md). Exits 0 when every check holds, 1 when one fails, 6 when stopped from
+and docs/drills.md). Exits 0 when every check holds, 1 when one fails (or, with
+``--enforce-target``, a fault kind's recovery missed the target), 6 when stopped from
 outside; everything it started ends with it."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.text import Text
 
 from .. import ConfigError
 from ._exit import CliError, ExitCode
@@ -31,20 +33,25 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def _verdict(met: bool | None) -> str | Text:
+    return "-" if met is None else styled("met", "green") if met else styled("MISSED", "red")
+
+
 def _print(result: DrillResult) -> None:
     out = console()
     faults = table(
         "fault", "injected", "nothing hit", "tasks hit", "recovered", "success", "p50 s",
-        "p99 s", "max s", title=f"faults (seed {result.seed})",
+        "p99 s", "max s", "target", title=f"faults (seed {result.seed})",
     )  # fmt: skip
     for s in result.stats:
         rate = "-" if s.success_rate is None else f"{s.success_rate:.0%}"
         faults.add_row(
             s.kind, str(s.injected), str(s.skipped), str(s.hits), str(s.recovered),
             styled(rate, None if s.success_rate in {None, 1.0} else "red"),
-            _seconds(s.p50), _seconds(s.p99), _seconds(s.max),
+            _seconds(s.p50), _seconds(s.p99), _seconds(s.max), _verdict(s.target_met),
         )  # fmt: skip
     out.print(faults)
+    out.print(f"recovery target: {result.target}", soft_wrap=True)
     checks = table("check", "result", "first problem")
     for c in result.checks:
         verdict = "skipped" if c.skipped else ("holds" if c.ok else f"FAILED ({c.count})")
@@ -173,6 +180,15 @@ def _run(
               help="Given to the executors as RILL_LEASE.")  # fmt: skip
 @click.option("--settle", type=click.FloatRange(min=1), default=120.0, show_default=True,
               help="At most this long to wait for quiescence.")  # fmt: skip
+@click.option("--notice-lease", type=click.FloatRange(min=0.1), default=None,
+              help="The executors' notice lease, seconds (default: the library's, 15): the"
+              " recovery target's lease is the longer of it and --lease.")  # fmt: skip
+@click.option("--engine-retry", type=click.FloatRange(min=0), default=None,
+              help="The engine's retry interval as it fires, seconds, for the recovery target"
+              " (default 5: a first retry of 2 s plus the engine's 3-s timer poll).")  # fmt: skip
+@click.option("--enforce-target", is_flag=True,
+              help="Exit 1 when a fault kind's recovery misses the target, as for a failed"
+              " check.")  # fmt: skip
 @click.option("--logs", metavar="DIR", default=None, help="Append each executor's output here.")
 @click.option("--svg", "svg_path", metavar="FILE", default=None,
               help="Write the drill's timeline picture here.")  # fmt: skip
@@ -198,6 +214,9 @@ def drill(
     submit_every: float,
     lease: float,
     settle: float,
+    notice_lease: float | None,
+    engine_retry: float | None,
+    enforce_target: bool,
     logs: str | None,
     svg_path: str | None,
     output: str,
@@ -206,7 +225,8 @@ def drill(
     engine's records, the store and the outputs: every task SUCCEED with the committed
     result, no stale or doubled callback, no dangling job, audit clean, orphans collected,
     re-executions explained by the faults. Reports the recovery time and success rate per
-    fault kind. The same seed gives the same schedule. Exits 1 if a check fails, 6 if
+    fault kind, against a target (--enforce-target: a miss fails the drill). The same seed
+    gives the same schedule. Exits 1 if a check fails, 6 if
     stopped from outside (SIGTERM, SIGINT, SIGHUP, its parent's death); every process it
     started ends with it."""
     try:
@@ -253,14 +273,27 @@ def drill(
         lease=lease, settle=settle, log_dir=None if logs is None else Path(logs),
         progress=say, each_kind=each_kind,
     )  # fmt: skip
+    if notice_lease is not None:
+        config = replace(config, notice_lease=notice_lease)
+    if engine_retry is not None:
+        config = replace(config, engine_retry=engine_retry)
     record, checks = _run(config, workload, own_redis=own_redis, keep_redis=keep_redis)
     result = summarise(record, checks)
     if target is not None:
         target.write_text(drill_svg(record, result), encoding="utf-8")
     if output == "json":
-        echo_json(result.model_dump(mode="json") | {"ok": result.ok})
+        echo_json(result.model_dump(mode="json") | {"ok": result.ok, "missed": result.missed})
     else:
         _print(result)
-    if not result.ok:
-        failed = [c.name for c in result.checks if not c.ok]
+    failed = _failures(result, enforce_target=enforce_target)
+    if failed:
         raise CliError(f"the drill failed {', '.join(failed)}", ExitCode.CHECK_FAILED)
+
+
+def _failures(result: DrillResult, *, enforce_target: bool) -> list[str]:
+    """What fails the drill: each failed check, and with ``enforce_target`` a missed
+    recovery target (a drill's exit 1 says a check failed; this is one more check)."""
+    failed = [c.name for c in result.checks if not c.ok]
+    if enforce_target and result.missed:
+        failed.append(f"the recovery target for {', '.join(result.missed)}")
+    return failed

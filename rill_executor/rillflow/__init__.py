@@ -26,10 +26,24 @@ from ._engines import Engines
 from ._executor import RillFlowExecutor
 from ._status import status_router
 from ._task import CallbackTooLarge, HandOffNeedsAsync
+from ._timings import (
+    CALLBACK_TIMEOUT,
+    ENGINE_POLL,
+    MAX_ATTEMPTS,
+    NOTICE_LEASE,
+    RETRY_BASE,
+    RETRY_CAP,
+)
 from ._tokens import CompletionTokens, InvalidToken, TokenClaims
 
 __all__ = [
+    "CALLBACK_TIMEOUT",
+    "ENGINE_POLL",
+    "MAX_ATTEMPTS",
     "MAX_CALLBACK_CHARS",
+    "NOTICE_LEASE",
+    "RETRY_BASE",
+    "RETRY_CAP",
     "BadDispatch",
     "Callback",
     "CallbackClass",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import enum
 import json
+import random
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -32,6 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .. import JobState
 from ..reports import ErrorInfo, NoticeInfo
 from ..store import NoticeStatus
+from ._timings import RETRY_BASE, RETRY_CAP
 
 __all__ = [
     "MAX_CALLBACK_CHARS",
@@ -193,9 +195,17 @@ def settle_as(kind: CallbackClass) -> str:
     return NoticeStatus.DROPPED
 
 
-def retry_delay(attempts: int, *, base: float = 1.0, cap: float = 300.0) -> float:
-    """Seconds before the next try after ``attempts`` tries: doubling from ``base``."""
-    return float(min(cap, base * 2 ** max(attempts - 1, 0)))
+def retry_delay(
+    attempts: int, *, seed: str, base: float = RETRY_BASE, cap: float = RETRY_CAP
+) -> float:
+    """Seconds before the next try after ``attempts`` tries: full jitter, a draw between 0
+    and a ceiling doubling from ``base`` up to ``cap`` (``_timings`` says why those).
+
+    The draw is the same for the same ``seed`` and ``attempts`` (a notice's own seed, so
+    that the notices one engine outage held back do not all come back in the same second,
+    and a test can know each delay)."""
+    ceiling = min(cap, base * 2.0 ** min(max(attempts - 1, 0), 64))
+    return random.Random(f"{seed}:{attempts}").uniform(0.0, ceiling)
 
 
 def pass_over_delay(age: float, *, base: float = 1.0, cap: float = 10.0) -> float:

@@ -3,7 +3,9 @@
 Notices are leased before they are sent, so several worker processes (uvicorn ``--workers``)
 never send one notice at the same time; a deliverer that dies holding a lease only delays
 the notice until the lease runs out. A notice the engine did not take is tried again later,
-with a doubling delay, up to ``max_attempts`` tries.
+after a jittered delay whose ceiling doubles up to a cap, up to ``max_attempts`` tries: the
+lease, the timeout, the cap and the tries are chosen against the engine's timings
+(``_timings``).
 
 A *lapse notice* (a watched job whose owner's lease ran out: see ``_redrive``) is not sent:
 the deliverer hands it to its ``redrive`` (the executor's, which runs the job again), or,
@@ -48,6 +50,7 @@ from ._callbacks import (
 )
 from ._engines import Engines
 from ._redrive import Redriver
+from ._timings import CALLBACK_TIMEOUT, MAX_ATTEMPTS, NOTICE_LEASE
 
 __all__ = ["Deliverer", "Delivery"]
 
@@ -78,11 +81,11 @@ class Deliverer:
         *,
         client: aiohttp.ClientSession | None = None,
         owner: str | None = None,
-        lease: Seconds = timedelta(seconds=30),
+        lease: Seconds = timedelta(seconds=NOTICE_LEASE),
         batch: int = 16,
         poll: Seconds = timedelta(seconds=1),
-        max_attempts: int = 20,
-        timeout: Seconds = timedelta(seconds=5),
+        max_attempts: int = MAX_ATTEMPTS,
+        timeout: Seconds = timedelta(seconds=CALLBACK_TIMEOUT),
         redrive: Callable[[DueNotice], Awaitable[str]] | None = None,
     ) -> None:
         self.ledger = ledger
@@ -133,7 +136,7 @@ class Deliverer:
                     f"gave up after {notice.info.attempts} tries; {detail}",
                 )
             else:
-                retry_in = retry_delay(notice.info.attempts)
+                retry_in = _retry_in(notice)
         settled = await self.ledger.settle_notice(
             notice, status, kind.value, detail=detail, retry_in=retry_in
         )
@@ -169,7 +172,7 @@ class Deliverer:
             log.warning("lapsed job %r not re-driven yet: %s", notice.key, exc)
         status, retry_in = settle_as(kind), 0.0
         if status == NoticeStatus.PENDING:
-            retry_in = retry_delay(notice.info.attempts)
+            retry_in = _retry_in(notice)
         settled = await self.ledger.settle_notice(
             notice, status, kind.value, detail=detail, retry_in=retry_in
         )
@@ -251,6 +254,11 @@ class Deliverer:
         if self._own_client and self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _retry_in(notice: DueNotice) -> float:
+    """The delay before ``notice``'s next try, jittered by a seed of its own."""
+    return retry_delay(notice.info.attempts, seed=f"{notice.job_id}/{notice.info.id}")
 
 
 async def _answer_text(answer: aiohttp.ClientResponse) -> str:

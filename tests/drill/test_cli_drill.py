@@ -73,3 +73,17 @@ def test_a_drill_on_its_own_redis_restarts_it_and_checks_it_before_it_stops(
     [restarts] = [s for s in report["stats"] if s["kind"] == "store-restart"]
     assert restarts["injected"] > restarts["skipped"]
     assert {c["name"]: c["skipped"] for c in report["checks"]}["audit_clean"] is None
+
+
+def test_a_missed_recovery_target_exits_1_only_when_enforced(tmp_path: Path) -> None:
+    # A timed-out task's work lasts at least its timeline, a poll and 1 s more (5 s), so no
+    # timeout recovers within a target of 2 + 0 + 2 s: every check holds, the target does not.
+    args = ["drill", "--command", EXAMPLE, "--store", f"sqlite:///{tmp_path / 'jobs.db'}"]
+    args += ["--duration", "6", "--rate", "1/2s", "--faults", "timeout", "--each-kind"]
+    args += ["--lease", "2", "--notice-lease", "0.1", "--engine-retry", "0", "--seed", "3"]
+    done = run(*args, "--enforce-target", "-o", "json")
+    report = json.loads(done.stdout)
+    assert report["ok"] is True, report["checks"]
+    assert report["missed"] == ["timeout"] and report["target_p99"] == 4.0
+    assert done.returncode == 1
+    assert "the recovery target for timeout" in json.loads(done.stderr)["error"]["message"]

@@ -7,7 +7,8 @@ processes, resets, black holes and latency on the store links, a store restart, 
 engine's side concurrent dispatches, redos, task timeouts, lost and refused callbacks. Then
 it waits for quiescence and ``check`` reads the engine's records, the store and the output
 bucket (never the executor's logs) and says what held. ``summarise`` adds up the recovery
-time and the success rate per fault kind. ``rill-executor drill`` is the same from a shell.
+time and the success rate per fault kind, and judges each kind against a
+``RecoveryTarget``. ``rill-executor drill`` is the same from a shell.
 Every process a drill starts ends with it (``Reaper``, ``interruptible``).
 """
 
@@ -21,6 +22,7 @@ from ._report import DrillResult, FaultStats, summarise
 from ._run import DrillConfig, FaultDrill
 from ._schedule import FaultKind, PlannedFault, parse_rate, plan
 from ._store_server import RedisServer, StoreServer
+from ._target import RecoveryTarget
 from ._workload import SegmentWorkload, Watched, Workload
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "Injected",
     "PlannedFault",
     "Reaper",
+    "RecoveryTarget",
     "RedisServer",
     "SegmentWorkload",
     "StoreServer",

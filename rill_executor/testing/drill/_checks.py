@@ -22,7 +22,7 @@ from ..rillflow import CallbackRecord, TaskStatus
 from ._record import DrillRecord, Injected
 from ._workload import Watched
 
-__all__ = ["Check", "check", "counted", "task_of"]
+__all__ = ["Check", "applied_success", "check", "counted", "task_of"]
 
 STORE_CHECKS = (
     "committed_result",
@@ -72,6 +72,11 @@ def _body(record: CallbackRecord) -> Any:
 def _applied(record: CallbackRecord) -> bool:
     """The engine applied it to a RUNNING task (answered ok)."""
     return record.status_code == 200 and record.answer.get("result") == "ok"
+
+
+def applied_success(record: CallbackRecord) -> bool:
+    """The engine applied it, a success: the task entered SUCCEED when it was received."""
+    return _applied(record) and not _failure(record)
 
 
 def _failure(record: CallbackRecord) -> bool:

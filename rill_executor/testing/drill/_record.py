@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ..rillflow import CallbackRecord, DispatchRecord, TaskView
 from ._schedule import FaultKind
+from ._target import RecoveryTarget
 from ._workload import Watched
 
 __all__ = ["DrillRecord", "Injected"]
@@ -44,3 +45,4 @@ class DrillRecord:
     dispatches: list[DispatchRecord]
     callbacks: list[CallbackRecord]
     menu: tuple[FaultKind, ...] = ()  # the kinds it could draw: reported even when never drawn
+    target: RecoveryTarget = field(default_factory=RecoveryTarget)  # what recovery should take

@@ -3,8 +3,11 @@ took to SUCCEED again (p50, p99, max), and what share of them did; with the chec
 the drill's menu has its line, 0 injected when it was never drawn.
 
 A fault's recovery time, for each task it hit, runs from the fault to the task's first
-SUCCEED after it (from the engine's task history). A task that never got there counts
-against the success rate. A fault that hit no task counts as injected only.
+SUCCEED after it: in the engine's task history, or a success callback the engine applied
+(a later redo of a foreach, or of a task upstream of one, makes the engine's sub tasks
+anew, and their history with them). A task that never got there counts against the success
+rate. A fault that hit no task counts as injected only. Each kind is judged against the
+drill's ``RecoveryTarget``.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from collections import Counter, defaultdict
 from pydantic import BaseModel, ConfigDict
 
 from ..rillflow import TaskStatus
-from ._checks import Check, counted, task_of
+from ._checks import Check, applied_success, counted, task_of
 from ._record import DrillRecord
 from ._schedule import FaultKind
+from ._target import RecoveryTarget
 
 __all__ = ["DrillResult", "FaultStats", "FaultView", "summarise"]
 
@@ -33,6 +37,7 @@ class FaultStats(BaseModel):
     p50: float | None  # recovery seconds
     p99: float | None
     max: float | None
+    target_met: bool | None = None  # None: no task hit, nothing to judge
 
     @property
     def success_rate(self) -> float | None:
@@ -68,10 +73,17 @@ class DrillResult(BaseModel):
     stats: tuple[FaultStats, ...]
     faults: tuple[FaultView, ...]
     checks: tuple[Check, ...]
+    target: str = ""  # the recovery target, in words
+    target_p99: float | None = None  # its bound on each kind's p99, seconds
 
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
+
+    @property
+    def missed(self) -> tuple[str, ...]:
+        """The fault kinds whose recovery missed the target."""
+        return tuple(s.kind for s in self.stats if s.target_met is False)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -81,17 +93,33 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(ordered[max(0, math.ceil(q * len(ordered)) - 1)], 3)
 
 
-def _succeeded_after(rec: DrillRecord, task: tuple[str, str], at: float) -> float | None:
-    view = rec.tasks.get(task)
-    if view is None:
-        return None
-    done = [t.at for t in view.history if t.status is TaskStatus.SUCCEED and t.at >= at]
-    return min(done) - at if done else None
+def _successes(rec: DrillRecord) -> dict[tuple[str, str], list[float]]:
+    """When each task entered SUCCEED: its history, and the success callbacks the engine
+    applied (the only record left of a sub task a redo made anew)."""
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for task, view in rec.tasks.items():
+        found[task] += [t.at for t in view.history if t.status is TaskStatus.SUCCEED]
+    for cb in rec.callbacks:
+        if applied_success(cb):
+            found[task_of(cb)].append(cb.received_at)
+    return found
 
 
-def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
+def _succeeded_after(
+    done: dict[tuple[str, str], list[float]], task: tuple[str, str], at: float
+) -> float | None:
+    after = [t for t in done.get(task, ()) if t >= at]
+    return min(after) - at if after else None
+
+
+def summarise(
+    rec: DrillRecord, checks: list[Check], target: RecoveryTarget | None = None
+) -> DrillResult:
     """The drill's report from its record and its ``checks``: per fault kind, how many were
-    injected, hit tasks and recovered, with the recovery times; then the checks."""
+    injected, hit tasks and recovered, with the recovery times and whether they met
+    ``target`` (the record's by default); then the checks."""
+    target = target or rec.target
+    done = _successes(rec)
     times: dict[FaultKind, list[float]] = defaultdict(list)
     counts: dict[FaultKind, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     views = []
@@ -102,7 +130,7 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
         slowest: float | None = None
         for task in fault.affected:
             c[2] += 1
-            took = _succeeded_after(rec, task, fault.at)
+            took = _succeeded_after(done, task, fault.at)
             if took is not None:
                 c[3] += 1
                 times[fault.kind].append(took)
@@ -119,19 +147,9 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
             )
         )
     stats = tuple(
-        FaultStats(
-            kind=kind.value,
-            injected=c[0],
-            skipped=c[1],
-            hits=c[2],
-            recovered=c[3],
-            p50=_percentile(times[kind], 0.5),
-            p99=_percentile(times[kind], 0.99),
-            max=_percentile(times[kind], 1.0),
-        )
+        _stats(kind, counts[kind], times[kind], target)
         for kind in FaultKind
         if kind in counts or kind in rec.menu
-        for c in [counts[kind]]
     )
     answered = Counter(
         (*task_of(cb), cb.query.get("ts", "")) for cb in rec.callbacks if counted(cb)
@@ -149,4 +167,21 @@ def summarise(rec: DrillRecord, checks: list[Check]) -> DrillResult:
         stats=stats,
         faults=tuple(views),
         checks=tuple(checks),
+        target=target.describe(),
+        target_p99=target.p99,
+    )
+
+
+def _stats(kind: FaultKind, c: list[int], times: list[float], target: RecoveryTarget) -> FaultStats:
+    p99, most = _percentile(times, 0.99), _percentile(times, 1.0)
+    return FaultStats(
+        kind=kind.value,
+        injected=c[0],
+        skipped=c[1],
+        hits=c[2],
+        recovered=c[3],
+        p50=_percentile(times, 0.5),
+        p99=p99,
+        max=most,
+        target_met=target.met(c[2], c[3], p99, most),
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from rill_executor import ConfigError, UsageError, open_store
+from rill_executor.rillflow import NOTICE_LEASE
 from rill_executor.store import Pingable
 
 from ..rillflow import EngineSimulator, TaskStatus, serve_app
@@ -35,6 +36,7 @@ from ._reaper import Reaper
 from ._record import DrillRecord, Injected
 from ._schedule import FaultKind, PlannedFault, plan
 from ._store_server import StoreServer
+from ._target import ENGINE_RETRY, RecoveryTarget
 from ._workload import Watched, Workload
 
 __all__ = ["DrillConfig", "FaultDrill"]
@@ -85,6 +87,8 @@ class DrillConfig:
     progress: Callable[[str], None] | None = None
     reaper: Reaper | None = None  # None: the run starts a watchdog of its own
     each_kind: bool = False  # every kind of the menu once first, then at random
+    notice_lease: float = NOTICE_LEASE  # the executors' deliverers': a recovery may wait for it
+    engine_retry: float = ENGINE_RETRY  # the engine's retry interval as it fires (see _target)
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.duration <= 0 or self.every <= 0 or self.submit_every <= 0:
@@ -99,6 +103,11 @@ class DrillConfig:
                 f" (seed {self.seed} plans {len(self.schedule())} faults); give a longer"
                 " duration or a higher rate"
             )
+
+    def target(self) -> RecoveryTarget:
+        """The recovery this drill expects: its lease is the longer of the executors' job
+        lease and their notice lease."""
+        return RecoveryTarget(max(self.lease, self.notice_lease), self.engine_retry)
 
     def schedule(self) -> list[PlannedFault]:
         """The faults it plans (the same for the same seed, menu, rate and duration)."""
@@ -247,6 +256,7 @@ class FaultDrill:
             dispatches=engine.dispatches(),
             callbacks=engine.callbacks(),
             menu=tuple(dict.fromkeys(cfg.faults)),
+            target=cfg.target(),
         )
 
     def _settle(self, engine: EngineSimulator) -> bool:
