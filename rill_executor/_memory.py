@@ -8,6 +8,7 @@ like a database's, it does not follow later changes of the caller's clock: the p
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import uuid
@@ -80,6 +81,13 @@ class MemoryStore:
 
     def _now(self) -> int:
         return self._anchor_wall + self._clock.monotonic_ns() // 1000 - self._anchor_mono
+
+    def _with_clock_offset(self, offset_us: int) -> MemoryStore:
+        """A view of this store's records whose clock reads ``offset_us`` later: the test
+        hook of ``rill_executor.testing.with_clock_offset`` (records and lock shared)."""
+        view = copy.copy(self)
+        view._anchor_wall = self._anchor_wall + offset_us
+        return view
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         with self._lock:
@@ -232,11 +240,9 @@ class MemoryStore:
                 del self._jobs[job.job_id]
                 self._attempts.pop(job.job_id, None)
                 self._events.pop(job.job_id, None)
-            self._fences = {
-                job_id: fence
-                for job_id, fence in self._fences.items()
-                if fence[0] != request.namespace or fence[2] > now
-            }
+            for job_id, fence in list(self._fences.items()):  # in place: views share it
+                if fence[0] == request.namespace and fence[2] <= now:
+                    del self._fences[job_id]
             return PurgePage(len(doomed), kept, cursor, now)
 
     def close(self) -> None:

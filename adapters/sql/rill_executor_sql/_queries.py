@@ -16,6 +16,7 @@ from importlib.resources import files
 
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
+from ._dialect import shifted_now
 from ._schema import JSON_COLUMNS, jobs
 
 __all__ = [
@@ -56,6 +57,7 @@ _ANSWER_TYPES = ", ".join(
     ]
 )
 PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
+_PG_NOW = "(extract(epoch FROM now()) * 1000000)::bigint"  # the clock, as the .sql files read it
 _FRAGMENTS = ("awaits_lapse", "new_notice")  # blocks that are parts of statements, not ones
 
 
@@ -81,13 +83,28 @@ def _compact(body: str) -> str:
     return _SPACE.sub(" ", _COMMENT.sub("", body)).strip()
 
 
-def named(family: str, name: str) -> str:
-    return _load(family)[name]
+@cache
+def named(family: str, name: str, clock_offset_us: int = 0) -> str:
+    """Statement ``name``; with ``clock_offset_us`` (a test view's, see ``SqlDialect``), its
+    clock reads that much later and a claim calls the view's own ``pg_temp.rill_claim``."""
+    body = _load(family)[name]
+    if not clock_offset_us:
+        return body
+    return _shifted(body, clock_offset_us).replace("rill_claim(", "pg_temp.rill_claim(")
 
 
-def claim_function() -> str:
+def claim_function(clock_offset_us: int = 0) -> str:
     """``CREATE OR REPLACE FUNCTION rill_claim``: the ``claim`` statement inside it reads its
-    parameters ``%(x)s`` as the function's arguments ``p_x``."""
+    parameters ``%(x)s`` as the function's arguments ``p_x``. With ``clock_offset_us``: the
+    function ``pg_temp.rill_claim`` of one session, its clock that much later (tests only)."""
     statements = _load("postgres")
     claim = _PARAM.sub(r"p_\1", statements["claim"])
-    return statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
+    ddl = statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
+    if not clock_offset_us:
+        return ddl
+    return _shifted(ddl, clock_offset_us).replace(" rill_claim(", " pg_temp.rill_claim(", 1)
+
+
+def _shifted(body: str, clock_offset_us: int) -> str:
+    """``body`` with every reading of the clock ``clock_offset_us`` later."""
+    return body.replace(_PG_NOW, shifted_now(_PG_NOW, clock_offset_us))

@@ -6,6 +6,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlalchemy import URL, Connection, Engine, event, text
@@ -46,6 +47,7 @@ from ._dialect import (
 from ._durability import read_risks, recheck, split_durability
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
+from ._queries import claim_function
 
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
@@ -155,6 +157,18 @@ async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.
         await greenlet_spawn(raw.close)  # a pool over its size closes it: awaited there
 
 
+def _temp_claim(ddl: str) -> Callable[[Any, Any], None]:
+    """A ``connect`` listener creating ``pg_temp.rill_claim`` (``ddl``) in each session."""
+
+    def create(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(ddl)
+        if not dbapi_connection.autocommit:
+            dbapi_connection.commit()
+
+    return create
+
+
 def _describe(dialect: SqlDialect, url: Any) -> str:
     return f"{dialect.family} store at {url.render_as_string(hide_password=True)}"
 
@@ -221,6 +235,7 @@ class SqlStore:
 
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, self._url = dialect_of(url)
+        self._opened_with = url  # for a test view of its records (_with_clock_offset)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
         policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
@@ -323,6 +338,22 @@ class SqlStore:
         raise StoreUnavailable(
             f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
         )
+
+    def _with_clock_offset(self, offset_us: int) -> SqlStore:
+        """A store on the same database whose clock reads ``offset_us`` later: the test hook
+        of ``rill_executor.testing.with_clock_offset``. It has engines of its own; on
+        PostgreSQL each of their connections creates the session's ``pg_temp.rill_claim`` on
+        the view's clock, so a claim stays one statement."""
+        view = SqlStore(self._opened_with, upgrade=False)
+        try:
+            view.dialect = replace(view.dialect, clock_offset_us=offset_us)
+            if view.dialect.family == "postgresql":
+                event.listen(view.engine, "connect", _temp_claim(claim_function(offset_us)))
+                view.engine.dispose()  # the connection of its open has no such function
+        except BaseException:
+            view.close()
+            raise
+        return view
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
