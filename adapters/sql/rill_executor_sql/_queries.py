@@ -16,7 +16,6 @@ from importlib.resources import files
 
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
-from ._dialect import shifted_now
 from ._schema import JSON_COLUMNS, jobs
 
 __all__ = [
@@ -58,6 +57,8 @@ _ANSWER_TYPES = ", ".join(
 )
 PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
 _PG_NOW = "(extract(epoch FROM now()) * 1000000)::bigint"  # the clock, as the .sql files read it
+_CALL_END = "CAST(%(watch)s AS jsonb))"  # the end of claim_call
+_WATCH_PARAM = "p_watch jsonb DEFAULT NULL)"  # the end of rill_claim's parameters
 _FRAGMENTS = ("awaits_lapse", "new_notice")  # blocks that are parts of statements, not ones
 
 
@@ -86,25 +87,39 @@ def _compact(body: str) -> str:
 @cache
 def named(family: str, name: str, clock_offset_us: int = 0) -> str:
     """Statement ``name``; with ``clock_offset_us`` (a test view's, see ``SqlDialect``), its
-    clock reads that much later and a claim calls the view's own ``pg_temp.rill_claim``."""
+    clock reads that much later and a claim calls ``pg_temp.rill_claim`` with the offset."""
     body = _load(family)[name]
     if not clock_offset_us:
         return body
-    return _shifted(body, clock_offset_us).replace("rill_claim(", "pg_temp.rill_claim(")
+    body = _shifted(body, str(int(clock_offset_us)))
+    if name == "claim_call":
+        body = _swap(body, _CALL_END, f"{_CALL_END[:-1]}, {int(clock_offset_us)})")
+        body = _swap(body, "rill_claim(", "pg_temp.rill_claim(")
+    return body
 
 
-def claim_function(clock_offset_us: int = 0) -> str:
+def claim_function(*, shifted: bool = False) -> str:
     """``CREATE OR REPLACE FUNCTION rill_claim``: the ``claim`` statement inside it reads its
-    parameters ``%(x)s`` as the function's arguments ``p_x``. With ``clock_offset_us``: the
-    function ``pg_temp.rill_claim`` of one session, its clock that much later (tests only)."""
+    parameters ``%(x)s`` as the function's arguments ``p_x``. ``shifted``: tests only, the
+    function ``pg_temp.rill_claim`` of one session, its clock read ``p_clock_offset_us``
+    later (the last argument; see ``SqlStore._with_clock_offset``)."""
     statements = _load("postgres")
     claim = _PARAM.sub(r"p_\1", statements["claim"])
     ddl = statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
-    if not clock_offset_us:
+    if not shifted:
         return ddl
-    return _shifted(ddl, clock_offset_us).replace(" rill_claim(", " pg_temp.rill_claim(", 1)
+    ddl = _swap(ddl, " rill_claim(", " pg_temp.rill_claim(")
+    ddl = _swap(ddl, _WATCH_PARAM, f"{_WATCH_PARAM[:-1]}, p_clock_offset_us bigint DEFAULT 0)")
+    return _shifted(ddl, "p_clock_offset_us")
 
 
-def _shifted(body: str, clock_offset_us: int) -> str:
-    """``body`` with every reading of the clock ``clock_offset_us`` later."""
-    return body.replace(_PG_NOW, shifted_now(_PG_NOW, clock_offset_us))
+def _swap(body: str, old: str, new: str) -> str:
+    """``body`` with its one ``old`` replaced by ``new``."""
+    if body.count(old) != 1:
+        raise AssertionError(f"expected one {old!r} in the statement: update the test hook")
+    return body.replace(old, new)
+
+
+def _shifted(body: str, offset: str) -> str:
+    """``body`` with every reading of the clock ``offset`` (µs, SQL) later."""
+    return body.replace(_PG_NOW, f"({_PG_NOW} + {offset})")

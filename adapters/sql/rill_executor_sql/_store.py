@@ -235,7 +235,6 @@ class SqlStore:
 
     def __init__(self, url: str, *, upgrade: bool | None = None, check: bool = True) -> None:
         self.dialect, self._url = dialect_of(url)
-        self._opened_with = url  # for a test view of its records (_with_clock_offset)
         self.kind = self.dialect.family  # what telemetry calls the store: never its address
         policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
@@ -247,6 +246,7 @@ class SqlStore:
         self._recheck = _watched(policy, self.dialect, self._where, self.engine, self._autocommit)
         self._writers = sqlite_writers(self._url) if self.dialect.family == "sqlite" else None
         self._store_id: str | None = None
+        self._shiftable = False  # see _with_clock_offset
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
                 self.upgrade()
@@ -340,20 +340,15 @@ class SqlStore:
         )
 
     def _with_clock_offset(self, offset_us: int) -> SqlStore:
-        """A store on the same database whose clock reads ``offset_us`` later: the test hook
-        of ``rill_executor.testing.with_clock_offset``. It has engines of its own; on
-        PostgreSQL each of their connections creates the session's ``pg_temp.rill_claim`` on
-        the view's clock, so a claim stays one statement."""
-        view = SqlStore(self._opened_with, upgrade=False)
-        try:
-            view.dialect = replace(view.dialect, clock_offset_us=offset_us)
-            if view.dialect.family == "postgresql":
-                event.listen(view.engine, "connect", _temp_claim(claim_function(offset_us)))
-                view.engine.dispose()  # the connection of its open has no such function
-        except BaseException:
-            view.close()
-            raise
-        return view
+        """A view of this store (its engines and records) whose clock reads ``offset_us``
+        later: the test hook of ``rill_executor.testing.with_clock_offset``. On PostgreSQL
+        each connection of the store's engine creates the session's ``pg_temp.rill_claim``
+        from then on, taking the offset as an argument, so a claim stays one statement."""
+        if self.dialect.family == "postgresql" and not self._shiftable:
+            event.listen(self.engine, "connect", _temp_claim(claim_function(shifted=True)))
+            self.engine.dispose()  # its connections so far have no such function
+            self._shiftable = True
+        return _ShiftedSqlStore(self, offset_us)
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
@@ -414,6 +409,21 @@ class SqlStore:
     def close(self) -> None:
         self.engine.dispose()
         self._autocommit.dispose()
+
+
+class _ShiftedSqlStore(SqlStore):
+    """A test view of ``base`` on a clock ``offset_us`` later (``_with_clock_offset``): the
+    base's engines, statements of its own. Closing it leaves ``base`` open."""
+
+    def __init__(self, base: SqlStore, offset_us: int) -> None:  # no super(): a view
+        self.__dict__.update(base.__dict__)
+        self.dialect = replace(base.dialect, clock_offset_us=offset_us)
+
+    def close(self) -> None:
+        pass  # the engines are the base store's
+
+    def __repr__(self) -> str:
+        return f"<SqlStore {self._where}, clock {self.dialect.clock_offset_us:+d} µs (test view)>"
 
 
 class _SqliteThreads:
