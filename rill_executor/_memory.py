@@ -56,6 +56,29 @@ from ._store import (
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"]
 
 
+class _Standing:
+    """The clock of a view frozen in time (``_with_clock_offset``): it never moves."""
+
+    @staticmethod
+    def monotonic_ns() -> int:
+        return 0
+
+    @staticmethod
+    def time_ns() -> int:
+        return 0
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        pass
+
+    @staticmethod
+    async def asleep(seconds: float) -> None:
+        pass
+
+
+_STANDING = _Standing()
+
+
 class MemoryStore:
     kind = "memory"
 
@@ -82,11 +105,14 @@ class MemoryStore:
     def _now(self) -> int:
         return self._anchor_wall + self._clock.monotonic_ns() // 1000 - self._anchor_mono
 
-    def _with_clock_offset(self, offset_us: int) -> MemoryStore:
-        """A view of this store's records whose clock reads ``offset_us`` later: the test
-        hook of ``rill_executor.testing.with_clock_offset`` (records and lock shared)."""
+    def _with_clock_offset(self, offset_us: int, *, frozen: bool = False) -> MemoryStore:
+        """A view of this store's records (and lock) whose clock reads ``offset_us`` later,
+        or, ``frozen``, stands at ``offset_us``: the test hook of
+        ``rill_executor.testing.with_clock_offset`` and ``with_frozen_clock``."""
         view = copy.copy(self)
         view._anchor_wall = self._anchor_wall + offset_us
+        if frozen:
+            view._anchor_wall, view._anchor_mono, view._clock = offset_us, 0, _STANDING
         return view
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._clock import VirtualClock
     from ._driver import LedgerDriver, Portal, is_claim
-    from ._offset import with_clock_offset
+    from ._offset import with_clock_offset, with_frozen_clock
     from .conformance import StoreConformance
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "VirtualClock",
     "is_claim",
     "with_clock_offset",
+    "with_frozen_clock",
 ]
 
 # Imported on first use: the package is the parent of the pytest plugin (``_plugin``) that
@@ -47,6 +48,7 @@ _HOMES = {
     "VirtualClock": "._clock",
     "is_claim": "._driver",
     "with_clock_offset": "._offset",
+    "with_frozen_clock": "._offset",
 }
 
 

@@ -47,6 +47,7 @@ COMMITTED = Row("succeeded", 1, retain=At(1, RETENTION), result=1, attempts=SUCC
 # a2's takeover at step 1 (11 s) of a1's claim at step 0
 RETAKEN = Row("processing", 2, "a2", lease=At(1, 10), attempts=TAKEN_OVER)
 WATCHED = (Claim(0, watch="w1"),)
+JUST_BEFORE = 10 - 1e-6  # 1 µs before the end of a lease taken at 0 s
 
 
 def _claim() -> list[Case]:
@@ -71,6 +72,20 @@ def _claim() -> list[Case]:
             Claim(11, "a2"),
             True,
             Row("processing", 2, "a2", lease=OP(10), attempts=TAKEN_OVER),
+        ),
+        case(
+            "lease ends this very instant: taken over",
+            (Claim(0),),
+            Claim(10, "a2"),
+            True,
+            Row("processing", 2, "a2", lease=OP(10), attempts=TAKEN_OVER),
+        ),
+        case(
+            "1 µs before the lease ends: in progress",
+            (Claim(0),),
+            Claim(JUST_BEFORE, "a2"),
+            False,
+            HELD,
         ),
         case(
             "heartbeat extended the lease: in progress",
@@ -130,6 +145,26 @@ def _claim() -> list[Case]:
             "retention not yet passed: the fingerprint still binds",
             (Claim(0), Commit(1)),
             Claim(59, "a2", fingerprint="f2"),
+            False,
+            COMMITTED,
+        ),
+        case(
+            "retention ends this very instant: claimed again",
+            (Claim(0), Commit(1)),
+            Claim(61, "a2", fingerprint="f2"),
+            True,
+            Row(
+                "processing",
+                2,
+                "a2",
+                lease=OP(10),
+                attempts=(Try("a1", 1, "succeeded"), Try("a2", 2, "running")),
+            ),
+        ),
+        case(
+            "1 µs before retention ends: the fingerprint still binds",
+            (Claim(0), Commit(1)),
+            Claim(61 - 1e-6, "a2", fingerprint="f2"),
             False,
             COMMITTED,
         ),
@@ -251,6 +286,14 @@ def _heartbeat() -> list[Case]:
             RETAKEN,
         ),
         case("lease run out: refused", (Claim(0),), Heartbeat(11), False, HELD),
+        case("at the lease's very end: refused", (Claim(0),), Heartbeat(10), False, HELD),
+        case(
+            "1 µs before the lease ends: extended",
+            (Claim(0),),
+            Heartbeat(JUST_BEFORE),
+            True,
+            Row("processing", 1, lease=OP(10), attempts=RUNNING),
+        ),
         case(
             "other attempt at the owner's fence: refused",
             (Claim(0),),
@@ -296,6 +339,8 @@ def _finish() -> list[Case]:
         case(
             "commit after the owner's lease ran out: refused", (Claim(0),), Commit(11), False, HELD
         ),
+        case("commit at the lease's very end: refused", (Claim(0),), Commit(10), False, HELD),
+        case("commit 1 µs before the lease ends", (Claim(0),), Commit(JUST_BEFORE), True, commit),
         case(
             "commit after a heartbeat kept the lease",
             (Claim(0), Heartbeat(5)),
@@ -405,6 +450,14 @@ def _lapse() -> list[Case]:
             lapsed,
         ),
         case(
+            "watched, lease ends this very instant: a lapse notice",
+            WATCHED,
+            LeaseNotices(10),
+            lapse,
+            lapsed,
+        ),
+        case("watched, 1 µs before: none due", WATCHED, LeaseNotices(JUST_BEFORE), (), watched),
+        case(
             "a heartbeat moved the lease: none due",
             (Claim(0, watch="w1"), Heartbeat(5)),
             LeaseNotices(11),
@@ -457,6 +510,20 @@ def _lapse() -> list[Case]:
         ),
         case("a leased notice: not leased twice", sent, LeaseNotices(3, "d2"), (), leased_once),
         case(
+            "a notice whose lease ends this very instant: leased again",
+            sent,
+            LeaseNotices(32, "d2"),
+            (("w1", "succeeded", 1),),
+            Row(
+                "succeeded",
+                1,
+                retain=At(1, RETENTION),
+                result=1,
+                attempts=SUCCEEDED,
+                notices=(Notice("w1", 1, "succeeded", leased=2, owner="d2"),),
+            ),
+        ),
+        case(
             "a notice whose lease ran out: leased again",
             sent,
             LeaseNotices(33, "d2"),
@@ -495,6 +562,8 @@ def _settle() -> list[Case]:
         Case("settle", "by the lease holder: delivered", sent, Settle(3), True, delivered),
         Case("settle", "by another deliverer: refused", sent, Settle(3, owner="d2"), False, leased),
         Case("settle", "after its lease ran out: refused", sent, Settle(33), False, leased),
+        Case("settle", "at its lease's very end: refused", sent, Settle(32), False, leased),
+        Case("settle", "1 µs before its lease ends", sent, Settle(32 - 1e-6), True, delivered),
     ]
 
 
@@ -530,6 +599,22 @@ def _purge() -> list[Case]:
         case("processing, lease run out 31 s ago: deleted", (Claim(0),), Purge(41), (1, 0), None),
         case("processing, lease run out 25 s ago: kept", (Claim(0),), Purge(35), (0, 0), HELD),
         case(
+            "processing, lease run out exactly 30 s ago: deleted",
+            (Claim(0),),
+            Purge(40),
+            (1, 0),
+            None,
+        ),
+        case(
+            "processing, lease run out 30 s ago less 1 µs: kept",
+            (Claim(0),),
+            Purge(40 - 1e-6),
+            (0, 0),
+            HELD,
+        ),
+        case("ended, retention ends this very instant: deleted", done, Purge(61), (1, 0), None),
+        case("ended, 1 µs before retention ends: kept", done, Purge(61 - 1e-6), (0, 0), COMMITTED),
+        case(
             "retention passed, a notice pending: kept and counted",
             (Claim(0, watch="w1"), Commit(1)),
             Purge(62),
@@ -552,6 +637,14 @@ def _purge() -> list[Case]:
         ),
         case("released by a redo, recently: kept", redone, Purge(20), (0, 0), released),
         case("released by a redo 31 s ago: deleted", redone, Purge(33), (1, 0), None),
+        case("released by a redo exactly 30 s ago: deleted", redone, Purge(32), (1, 0), None),
+        case(
+            "released by a redo 30 s ago less 1 µs: kept",
+            redone,
+            Purge(32 - 1e-6),
+            (0, 0),
+            released,
+        ),
         case(
             "terminal failure, retention passed: deleted",
             (Claim(0), Fail(1, retryable=False)),
@@ -606,6 +699,28 @@ def _resolve() -> list[Case]:
                 attempts=(Try("a1", 1, "fenced"),),
                 events=(event("terminate", True),),
             ),
+        ),
+        case(
+            "terminate at the lease's very end: not live, abandoned",
+            (Claim(0),),
+            Resolve(10, "terminate"),
+            True,
+            Row(
+                "failed",
+                2,
+                None,
+                retain=OP(90),
+                retryable=False,
+                attempts=(Try("a1", 1, "abandoned"),),
+                events=(event("terminate", False),),
+            ),
+        ),
+        case(
+            "terminate 1 µs before the lease ends, not forced: refused",
+            (Claim(0),),
+            Resolve(JUST_BEFORE, "terminate"),
+            False,
+            HELD,
         ),
         case(
             "terminate after the lease ran out: the owner's attempt abandoned",

@@ -1,4 +1,5 @@
-"""A test view of a Redis store whose scripts read the server's ``TIME`` some time later.
+"""A test view of a Redis store whose scripts read the server's ``TIME`` some time later
+(or a clock that stands still).
 
 ``RedisStore._with_clock_offset`` (the hook of ``rill_executor.testing.with_clock_offset``)
 answers a ``ShiftedRedisStore``: the same client and records, every script sent in a
@@ -29,16 +30,20 @@ _CLOCK = """local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end"""
-_SHIFTED = """local CLOCK_OFFSET_US = tonumber(table.remove(ARGV))
+# The view's clock, the last ARGV: '<µs>' later than TIME, or '=<µs>' standing there.
+_SHIFTED = """local CLOCK_SHIFT = table.remove(ARGV)
 local function clock()
+  if string.sub(CLOCK_SHIFT, 1, 1) == '=' then
+    return tonumber(string.sub(CLOCK_SHIFT, 2))
+  end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + CLOCK_OFFSET_US
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(CLOCK_SHIFT)
 end"""
 
 
 @cache
 def shifted_script(op: Op) -> Script:
-    """``op``'s script with its clock read ``ARGV[#ARGV]`` µs later (that argument removed)."""
+    """``op``'s script on the clock its last ``ARGV`` gives (that argument removed)."""
     text = source(op)
     if text.count(_CLOCK) != 1:
         raise AssertionError("common.lua no longer reads TIME as _CLOCK says: update it")
@@ -54,12 +59,12 @@ def _ops_by_sha() -> dict[str, Op]:
 
 class ShiftedRedisStore(RedisStore):
     """A view of ``base`` (its client, connections and records) on a clock ``offset_us``
-    later. Closing it leaves ``base`` open."""
+    later, or (``frozen``) standing at ``offset_us``. Closing it leaves ``base`` open."""
 
-    def __init__(self, base: RedisStore, offset_us: int) -> None:  # no super(): a view
+    def __init__(self, base: RedisStore, offset_us: int, frozen: bool) -> None:  # a view
         self.__dict__.update(base.__dict__)
-        self._offset_us = offset_us
-        self._offset_arg = str(int(offset_us)).encode()
+        self._offset_us, self._frozen = int(offset_us), frozen
+        self._offset_arg = f"{'=' if frozen else ''}{self._offset_us}".encode()
 
     def _eval(self, op: Op, keys: tuple[str, ...], args: tuple[bytes, ...], job_id: str) -> Any:
         lua, args = shifted_script(op), (*args, self._offset_arg)
@@ -101,11 +106,12 @@ class ShiftedRedisStore(RedisStore):
         """A ``TIME`` reply read on the view's clock."""
         if method != "time" or isinstance(reply, Exception):
             return reply
-        seconds, micros = divmod(int(reply[0]) * 1_000_000 + int(reply[1]) + self._offset_us, 10**6)
-        return (seconds, micros)
+        now = 0 if self._frozen else int(reply[0]) * 1_000_000 + int(reply[1])
+        return divmod(now + self._offset_us, 1_000_000)
 
     def close(self) -> None:
         pass  # the connections are the base store's
 
     def __repr__(self) -> str:
-        return f"<RedisStore {self.where}, clock {self._offset_us:+d} µs (test view)>"
+        at = f"at {self._offset_us}" if self._frozen else f"{self._offset_us:+d}"
+        return f"<RedisStore {self.where}, clock {at} µs (test view)>"

@@ -50,8 +50,10 @@ class SqlDialect:
 
     family: str
     # Tests only (rill_executor.testing.with_clock_offset): the view's clock reads this much
-    # later. No URL or public argument sets it; at 0 the statements are the store's own.
+    # later, or (clock_frozen) stands at this time. No URL or public argument sets them; at
+    # 0 the statements are the store's own.
     clock_offset_us: int = 0
+    clock_frozen: bool = False
 
     @property
     def server_side(self) -> bool:
@@ -60,7 +62,8 @@ class SqlDialect:
 
     @property
     def now(self) -> ColumnElement[int]:
-        return literal_column(shifted_now(_NOW[self.family], self.clock_offset_us))
+        now = shifted_now(_NOW[self.family], self.clock_offset_us, frozen=self.clock_frozen)
+        return literal_column(now)
 
     @property
     def autocommit_pool(self) -> bool:
@@ -69,8 +72,11 @@ class SqlDialect:
         return self.family == "mysql"
 
 
-def shifted_now(now: str, offset_us: int) -> str:
-    """The SQL expression ``now`` (microseconds), ``offset_us`` later: a test view's clock."""
+def shifted_now(now: str, offset_us: int, *, frozen: bool = False) -> str:
+    """The SQL expression ``now`` (microseconds) ``offset_us`` later, or (``frozen``) the
+    time ``offset_us`` itself: a test view's clock."""
+    if frozen:
+        return f"({int(offset_us)})"
     if not offset_us:
         return now
     return f"({now} + {int(offset_us)})"

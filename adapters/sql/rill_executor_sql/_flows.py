@@ -126,9 +126,15 @@ _MAX_RACES = 8
 _LEASED_COLUMNS = ("now", "job_id", "namespace", "job_key", "notice", "result")
 
 
+def _raw(name: str, dialect: SqlDialect | None = None) -> Raw:
+    """Statement ``name`` of ``postgres.sql``, on ``dialect``'s clock (a test view's)."""
+    if dialect is None or not (dialect.clock_offset_us or dialect.clock_frozen):
+        return _named_raw(name, 0, False)
+    return _named_raw(name, dialect.clock_offset_us, dialect.clock_frozen)
+
+
 @cache
-def _raw(name: str, clock_offset_us: int = 0) -> Raw:
-    """Statement ``name`` of ``postgres.sql``; ``clock_offset_us``: a test view's clock."""
+def _named_raw(name: str, clock_offset_us: int, clock_frozen: bool) -> Raw:
     columns = {
         "status": STATUS_COLUMNS,
         "purge": PURGE_COLUMNS,
@@ -136,8 +142,9 @@ def _raw(name: str, clock_offset_us: int = 0) -> Raw:
         "lease_notices": _LEASED_COLUMNS,
     }.get(name)
     if columns is None:  # claim and the fenced writes answer (ok, now, job columns…)
-        return Raw(named("postgres", name, clock_offset_us), ANSWER_COLUMNS, tuples=True)
-    return Raw(named("postgres", name, clock_offset_us), columns)
+        sql = named("postgres", name, clock_offset_us, clock_frozen)
+        return Raw(sql, ANSWER_COLUMNS, tuples=True)
+    return Raw(named("postgres", name, clock_offset_us, clock_frozen), columns)
 
 
 def job_row(row: Mapping[Any, Any]) -> JobRow:
@@ -474,13 +481,13 @@ def _watched_insert(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     its job, watched, in one statement (``rill_claim``); anything else answers None, and
     the caller runs ``claim``, which decides on the row locked (a watch for a replay or a
     running job, a takeover) as the other dialects do."""
-    call = _raw("claim_call", dialect.clock_offset_us)
+    call = _raw("claim_call", dialect)
     answer = _server_answer((yield call, _claim_params(request)))
     return answer if answer.ok else None
 
 
 def _server_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
-    params, call = _claim_params(request), _raw("claim_call", dialect.clock_offset_us)
+    params, call = _claim_params(request), _raw("claim_call", dialect)
     for _ in range(_MAX_RACES):
         answer = _server_answer((yield call, params))
         if answer.job is None:
@@ -500,7 +507,7 @@ def _server_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
 
 def _server_write(dialect: SqlDialect, name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
     params = {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra}
-    return _server_answer((yield _raw(name, dialect.clock_offset_us), params))
+    return _server_answer((yield _raw(name, dialect), params))
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -585,7 +592,7 @@ def _status_query(dialect: SqlDialect) -> Executable:
 def status(dialect: SqlDialect, job_id: str) -> Flow:
     """The job and its whole history: one row."""
     server = dialect.server_side
-    query = _raw("status", dialect.clock_offset_us) if server else _status_query(dialect)
+    query = _raw("status", dialect) if server else _status_query(dialect)
     rows = yield query, {"job_id": job_id}
     if not rows:
         return None
@@ -907,7 +914,7 @@ def _server_purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
         "dangling_us": request.dangling_after_us,
         "limit": request.limit,
     }
-    ((row,)) = yield _raw("purge", dialect.clock_offset_us), params
+    ((row,)) = yield _raw("purge", dialect), params
     return PurgePage(int(row["purged"]), int(row["kept"]), row["cursor"], int(row["now"]))
 
 
@@ -969,7 +976,7 @@ def _server_lease(
 ) -> Flow:
     """``lease_notices`` in one statement, decided on the server (Postgres)."""
     params = {"namespace": namespace, "owner": owner, "lease_us": lease_us, "limit": limit}
-    rows = yield _raw("lease_notices", dialect.clock_offset_us), params
+    rows = yield _raw("lease_notices", dialect), params
     leased = [
         LeasedNotice(row["job_id"], row["namespace"], row["job_key"], row["notice"], row["result"])
         for row in rows
@@ -985,7 +992,7 @@ def _with_notices(job: JobRow, notices: list[Any]) -> JobRow:
 def settle(dialect: SqlDialect, job_id: str, settlement: NoticeSettlement) -> Flow:
     if dialect.server_side:
         params = {"job_id": job_id, **asdict(settlement)}
-        ((row,)) = yield _raw("settle", dialect.clock_offset_us), params
+        ((row,)) = yield _raw("settle", dialect), params
         return row["settled"] == 1
     job, _, now = yield from _locked(dialect, job_id)
     settled = None if job is None else settle_notice(job.notices, settlement, now)

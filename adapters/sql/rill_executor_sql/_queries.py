@@ -16,6 +16,7 @@ from importlib.resources import files
 
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
+from ._dialect import shifted_now
 from ._schema import JSON_COLUMNS, jobs
 
 __all__ = [
@@ -85,15 +86,18 @@ def _compact(body: str) -> str:
 
 
 @cache
-def named(family: str, name: str, clock_offset_us: int = 0) -> str:
-    """Statement ``name``; with ``clock_offset_us`` (a test view's, see ``SqlDialect``), its
-    clock reads that much later and a claim calls ``pg_temp.rill_claim`` with the offset."""
+def named(family: str, name: str, clock_offset_us: int = 0, clock_frozen: bool = False) -> str:
+    """Statement ``name``; with a test view's clock (``SqlDialect``), its clock reads
+    ``clock_offset_us`` later or stands there (``clock_frozen``), and a claim calls
+    ``pg_temp.rill_claim`` with that clock."""
     body = _load(family)[name]
-    if not clock_offset_us:
+    if not clock_offset_us and not clock_frozen:
         return body
-    body = _shifted(body, str(int(clock_offset_us)))
+    offset = int(clock_offset_us)
+    body = body.replace(_PG_NOW, shifted_now(_PG_NOW, offset, frozen=clock_frozen))
     if name == "claim_call":
-        body = _swap(body, _CALL_END, f"{_CALL_END[:-1]}, {int(clock_offset_us)})")
+        frozen = "true" if clock_frozen else "false"
+        body = _swap(body, _CALL_END, f"{_CALL_END[:-1]}, {offset}, {frozen})")
         body = _swap(body, "rill_claim(", "pg_temp.rill_claim(")
     return body
 
@@ -101,16 +105,18 @@ def named(family: str, name: str, clock_offset_us: int = 0) -> str:
 def claim_function(*, shifted: bool = False) -> str:
     """``CREATE OR REPLACE FUNCTION rill_claim``: the ``claim`` statement inside it reads its
     parameters ``%(x)s`` as the function's arguments ``p_x``. ``shifted``: tests only, the
-    function ``pg_temp.rill_claim`` of one session, its clock read ``p_clock_offset_us``
-    later (the last argument; see ``SqlStore._with_clock_offset``)."""
+    function ``pg_temp.rill_claim`` of one session, on the clock its last two arguments
+    give (see ``SqlStore._with_clock_offset``)."""
     statements = _load("postgres")
     claim = _PARAM.sub(r"p_\1", statements["claim"])
     ddl = statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
     if not shifted:
         return ddl
     ddl = _swap(ddl, " rill_claim(", " pg_temp.rill_claim(")
-    ddl = _swap(ddl, _WATCH_PARAM, f"{_WATCH_PARAM[:-1]}, p_clock_offset_us bigint DEFAULT 0)")
-    return _shifted(ddl, "p_clock_offset_us")
+    clock = "p_clock_offset_us bigint DEFAULT 0, p_clock_frozen boolean DEFAULT false"
+    ddl = _swap(ddl, _WATCH_PARAM, f"{_WATCH_PARAM[:-1]}, {clock})")
+    now = f"(CASE WHEN p_clock_frozen THEN 0 ELSE {_PG_NOW} END + p_clock_offset_us)"
+    return ddl.replace(_PG_NOW, now)
 
 
 def _swap(body: str, old: str, new: str) -> str:
@@ -118,8 +124,3 @@ def _swap(body: str, old: str, new: str) -> str:
     if body.count(old) != 1:
         raise AssertionError(f"expected one {old!r} in the statement: update the test hook")
     return body.replace(old, new)
-
-
-def _shifted(body: str, offset: str) -> str:
-    """``body`` with every reading of the clock ``offset`` (µs, SQL) later."""
-    return body.replace(_PG_NOW, f"({_PG_NOW} + {offset})")

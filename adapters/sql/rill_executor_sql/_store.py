@@ -339,16 +339,17 @@ class SqlStore:
             f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
         )
 
-    def _with_clock_offset(self, offset_us: int) -> SqlStore:
+    def _with_clock_offset(self, offset_us: int, *, frozen: bool = False) -> SqlStore:
         """A view of this store (its engines and records) whose clock reads ``offset_us``
-        later: the test hook of ``rill_executor.testing.with_clock_offset``. On PostgreSQL
+        later, or (``frozen``) stands at ``offset_us``: the test hook of
+        ``rill_executor.testing.with_clock_offset`` and ``with_frozen_clock``. On PostgreSQL
         each connection of the store's engine creates the session's ``pg_temp.rill_claim``
-        from then on, taking the offset as an argument, so a claim stays one statement."""
+        from then on, taking the view's clock as arguments, so a claim stays one statement."""
         if self.dialect.family == "postgresql" and not self._shiftable:
             event.listen(self.engine, "connect", _temp_claim(claim_function(shifted=True)))
             self.engine.dispose()  # its connections so far have no such function
             self._shiftable = True
-        return _ShiftedSqlStore(self, offset_us)
+        return _ShiftedSqlStore(self, offset_us, frozen)
 
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
@@ -415,15 +416,17 @@ class _ShiftedSqlStore(SqlStore):
     """A test view of ``base`` on a clock ``offset_us`` later (``_with_clock_offset``): the
     base's engines, statements of its own. Closing it leaves ``base`` open."""
 
-    def __init__(self, base: SqlStore, offset_us: int) -> None:  # no super(): a view
+    def __init__(self, base: SqlStore, offset_us: int, frozen: bool) -> None:  # a view
         self.__dict__.update(base.__dict__)
-        self.dialect = replace(base.dialect, clock_offset_us=offset_us)
+        self.dialect = replace(base.dialect, clock_offset_us=offset_us, clock_frozen=frozen)
 
     def close(self) -> None:
         pass  # the engines are the base store's
 
     def __repr__(self) -> str:
-        return f"<SqlStore {self._where}, clock {self.dialect.clock_offset_us:+d} µs (test view)>"
+        clock = self.dialect.clock_offset_us
+        at = f"at {clock}" if self.dialect.clock_frozen else f"{clock:+d}"
+        return f"<SqlStore {self._where}, clock {at} µs (test view)>"
 
 
 class _SqliteThreads:
