@@ -126,15 +126,8 @@ _MAX_RACES = 8
 _LEASED_COLUMNS = ("now", "job_id", "namespace", "job_key", "notice", "result")
 
 
-def _raw(name: str, dialect: SqlDialect | None = None) -> Raw:
-    """Statement ``name`` of ``postgres.sql``, on ``dialect``'s clock (a test view's)."""
-    if dialect is None or not (dialect.clock_offset_us or dialect.clock_frozen):
-        return _named_raw(name, 0, False)
-    return _named_raw(name, dialect.clock_offset_us, dialect.clock_frozen)
-
-
 @cache
-def _named_raw(name: str, clock_offset_us: int, clock_frozen: bool) -> Raw:
+def _raw(name: str) -> Raw:
     columns = {
         "status": STATUS_COLUMNS,
         "purge": PURGE_COLUMNS,
@@ -142,9 +135,8 @@ def _named_raw(name: str, clock_offset_us: int, clock_frozen: bool) -> Raw:
         "lease_notices": _LEASED_COLUMNS,
     }.get(name)
     if columns is None:  # claim and the fenced writes answer (ok, now, job columns…)
-        sql = named("postgres", name, clock_offset_us, clock_frozen)
-        return Raw(sql, ANSWER_COLUMNS, tuples=True)
-    return Raw(named("postgres", name, clock_offset_us, clock_frozen), columns)
+        return Raw(named("postgres", name), ANSWER_COLUMNS, tuples=True)
+    return Raw(named("postgres", name), columns)
 
 
 def job_row(row: Mapping[Any, Any]) -> JobRow:
@@ -476,20 +468,19 @@ def _claim_params(request: ClaimRequest) -> dict[str, Any]:
     }
 
 
-def _watched_insert(dialect: SqlDialect, request: ClaimRequest) -> Flow:
+def _watched_insert(request: ClaimRequest) -> Flow:
     """PostgreSQL's claim with a watch, begun outside a transaction: a key with no job gets
     its job, watched, in one statement (``rill_claim``); anything else answers None, and
     the caller runs ``claim``, which decides on the row locked (a watch for a replay or a
     running job, a takeover) as the other dialects do."""
-    call = _raw("claim_call", dialect)
-    answer = _server_answer((yield call, _claim_params(request)))
+    answer = _server_answer((yield _raw("claim_call"), _claim_params(request)))
     return answer if answer.ok else None
 
 
-def _server_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
-    params, call = _claim_params(request), _raw("claim_call", dialect)
+def _server_claim(request: ClaimRequest) -> Flow:
+    params = _claim_params(request)
     for _ in range(_MAX_RACES):
-        answer = _server_answer((yield call, params))
+        answer = _server_answer((yield _raw("claim_call"), params))
         if answer.job is None:
             continue  # lost the insert race to a claim our snapshot could not see yet
         if answer.ok or decide_claim(answer.job, request, answer.now) not in (
@@ -505,9 +496,9 @@ def _server_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     )
 
 
-def _server_write(dialect: SqlDialect, name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
+def _server_write(name: str, ref: AttemptRef, extra: dict[str, Any]) -> Flow:
     params = {"job_id": ref.job_id, "fence": ref.fence, "attempt_id": ref.attempt_id, **extra}
-    return _server_answer((yield _raw(name, dialect), params))
+    return _server_answer((yield _raw(name), params))
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -530,18 +521,18 @@ def first_claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     """A claim's try outside a transaction: its answer, or None for ``claim`` to decide."""
     if dialect.autocommit_pool:
         return peek_claim(dialect, request)
-    return _watched_insert(dialect, request)
+    return _watched_insert(request)
 
 
 def claim(dialect: SqlDialect, request: ClaimRequest) -> Flow:
     if dialect.server_side and request.watch is None:
-        return _server_claim(dialect, request)
+        return _server_claim(request)
     return _client_claim(dialect, request)
 
 
 def heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
     if dialect.server_side:
-        return _server_write(dialect, "heartbeat", ref, {"lease_us": lease_us})
+        return _server_write("heartbeat", ref, {"lease_us": lease_us})
     return _client_write(
         dialect,
         ref,
@@ -553,7 +544,7 @@ def heartbeat(dialect: SqlDialect, ref: AttemptRef, lease_us: int) -> Flow:
 
 def register_output(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
     if dialect.server_side:
-        return _server_write(dialect, "register_output", ref, {"output": output})
+        return _server_write("register_output", ref, {"output": output})
     return _client_write(
         dialect,
         ref,
@@ -566,7 +557,6 @@ def register_output(dialect: SqlDialect, ref: AttemptRef, output: str) -> Flow:
 def finish(dialect: SqlDialect, ref: AttemptRef, completion: Completion) -> Flow:
     if dialect.server_side:
         return _server_write(
-            dialect,
             "finish",
             ref,
             {
@@ -591,8 +581,7 @@ def _status_query(dialect: SqlDialect) -> Executable:
 
 def status(dialect: SqlDialect, job_id: str) -> Flow:
     """The job and its whole history: one row."""
-    server = dialect.server_side
-    query = _raw("status", dialect) if server else _status_query(dialect)
+    query = _raw("status") if dialect.server_side else _status_query(dialect)
     rows = yield query, {"job_id": job_id}
     if not rows:
         return None
@@ -866,7 +855,7 @@ def _picked_row(row: Mapping[Any, Any]) -> JobRow:
 def purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
     check_cursor(request.after)
     if dialect.server_side and not request.dry_run:
-        return _server_purge(dialect, request)
+        return _server_purge(request)
     return _client_purge(dialect, request)
 
 
@@ -907,14 +896,14 @@ def _client_purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
     return page
 
 
-def _server_purge(dialect: SqlDialect, request: PurgeRequest) -> Flow:
+def _server_purge(request: PurgeRequest) -> Flow:
     params = {
         "namespace": request.namespace,
         "after": request.after or "",
         "dangling_us": request.dangling_after_us,
         "limit": request.limit,
     }
-    ((row,)) = yield _raw("purge", dialect), params
+    ((row,)) = yield _raw("purge"), params
     return PurgePage(int(row["purged"]), int(row["kept"]), row["cursor"], int(row["now"]))
 
 
@@ -937,7 +926,7 @@ def lease_notices(
     dialect: SqlDialect, namespace: str, owner: str, lease_us: int, limit: int
 ) -> Flow:
     if dialect.server_side:
-        return (yield from _server_lease(dialect, namespace, owner, lease_us, limit))
+        return (yield from _server_lease(namespace, owner, lease_us, limit))
     rows = yield _due_query(dialect, limit), {"namespace": namespace}
     now = int(rows[0]["now"]) if rows else (yield from _clock(dialect))
     found, touched = [], set()
@@ -971,12 +960,10 @@ def lease_notices(
     return NoticeBatch(leased, now)
 
 
-def _server_lease(
-    dialect: SqlDialect, namespace: str, owner: str, lease_us: int, limit: int
-) -> Flow:
+def _server_lease(namespace: str, owner: str, lease_us: int, limit: int) -> Flow:
     """``lease_notices`` in one statement, decided on the server (Postgres)."""
     params = {"namespace": namespace, "owner": owner, "lease_us": lease_us, "limit": limit}
-    rows = yield _raw("lease_notices", dialect), params
+    rows = yield _raw("lease_notices"), params
     leased = [
         LeasedNotice(row["job_id"], row["namespace"], row["job_key"], row["notice"], row["result"])
         for row in rows
@@ -991,8 +978,7 @@ def _with_notices(job: JobRow, notices: list[Any]) -> JobRow:
 
 def settle(dialect: SqlDialect, job_id: str, settlement: NoticeSettlement) -> Flow:
     if dialect.server_side:
-        params = {"job_id": job_id, **asdict(settlement)}
-        ((row,)) = yield _raw("settle", dialect), params
+        ((row,)) = yield _raw("settle"), {"job_id": job_id, **asdict(settlement)}
         return row["settled"] == 1
     job, _, now = yield from _locked(dialect, job_id)
     settled = None if job is None else settle_notice(job.notices, settlement, now)

@@ -26,6 +26,7 @@ __all__ = [
     "STATUS_COLUMNS",
     "claim_function",
     "named",
+    "on_clock",
 ]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
@@ -85,21 +86,22 @@ def _compact(body: str) -> str:
     return _SPACE.sub(" ", _COMMENT.sub("", body)).strip()
 
 
+def named(family: str, name: str) -> str:
+    return _load(family)[name]
+
+
 @cache
-def named(family: str, name: str, clock_offset_us: int = 0, clock_frozen: bool = False) -> str:
-    """Statement ``name``; with a test view's clock (``SqlDialect``), its clock reads
-    ``clock_offset_us`` later or stands there (``clock_frozen``), and a claim calls
-    ``pg_temp.rill_claim`` with that clock."""
-    body = _load(family)[name]
-    if not clock_offset_us and not clock_frozen:
-        return body
+def on_clock(sql: str, clock_offset_us: int, clock_frozen: bool) -> str:
+    """Tests only: the PostgreSQL statement ``sql`` on a view's clock (``SqlDialect``), read
+    ``clock_offset_us`` later or standing there (``clock_frozen``); a claim calls the view's
+    ``pg_temp.rill_claim`` (``claim_function(shifted=True)``) with that clock."""
     offset = int(clock_offset_us)
-    body = body.replace(_PG_NOW, shifted_now(_PG_NOW, offset, frozen=clock_frozen))
-    if name == "claim_call":
+    sql = sql.replace(_PG_NOW, shifted_now(_PG_NOW, offset, frozen=clock_frozen))
+    if "rill_claim(" in sql:
         frozen = "true" if clock_frozen else "false"
-        body = _swap(body, _CALL_END, f"{_CALL_END[:-1]}, {offset}, {frozen})")
-        body = _swap(body, "rill_claim(", "pg_temp.rill_claim(")
-    return body
+        sql = _swap(sql, _CALL_END, f"{_CALL_END[:-1]}, {offset}, {frozen})")
+        sql = _swap(sql, "rill_claim(", "pg_temp.rill_claim(")
+    return sql
 
 
 def claim_function(*, shifted: bool = False) -> str:

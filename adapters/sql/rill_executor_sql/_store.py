@@ -47,7 +47,7 @@ from ._dialect import (
 from ._durability import read_risks, recheck, split_durability
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
-from ._queries import claim_function
+from ._queries import claim_function, on_clock
 
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
@@ -412,6 +412,19 @@ class SqlStore:
         self._autocommit.dispose()
 
 
+def _on_clock(flow: _flows.Flow, offset_us: int, frozen: bool) -> _flows.Flow:
+    """``flow`` with its driver-level statements (``Raw``) on a view's clock."""
+    try:
+        step = next(flow)
+        while True:
+            statement, params = step
+            if isinstance(statement, _flows.Raw):
+                statement = statement._replace(sql=on_clock(statement.sql, offset_us, frozen))
+            step = flow.send((yield statement, params))
+    except StopIteration as stop:
+        return stop.value
+
+
 class _ShiftedSqlStore(SqlStore):
     """A test view of ``base`` on a clock ``offset_us`` later (``_with_clock_offset``): the
     base's engines, statements of its own. Closing it leaves ``base`` open."""
@@ -419,6 +432,12 @@ class _ShiftedSqlStore(SqlStore):
     def __init__(self, base: SqlStore, offset_us: int, frozen: bool) -> None:  # a view
         self.__dict__.update(base.__dict__)
         self.dialect = replace(base.dialect, clock_offset_us=offset_us, clock_frozen=frozen)
+
+    def _run(self, make_flow: Callable[[], _flows.Flow], *, transaction: bool = True) -> Any:
+        """As the store's, each PostgreSQL statement sent on the view's clock (the others
+        are built on it: ``SqlDialect.now``)."""
+        offset, frozen = self.dialect.clock_offset_us, self.dialect.clock_frozen
+        return super()._run(lambda: _on_clock(make_flow(), offset, frozen), transaction=transaction)
 
     def close(self) -> None:
         pass  # the engines are the base store's
