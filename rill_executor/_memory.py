@@ -8,6 +8,7 @@ like a database's, it does not follow later changes of the caller's clock: the p
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import uuid
@@ -55,6 +56,29 @@ from ._store import (
 __all__ = ["AsyncMemoryStore", "MemoryStore", "open_memory", "open_memory_async"]
 
 
+class _Standing:
+    """The clock of a view frozen in time (``_with_clock_offset``): it never moves."""
+
+    @staticmethod
+    def monotonic_ns() -> int:
+        return 0
+
+    @staticmethod
+    def time_ns() -> int:
+        return 0
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        pass
+
+    @staticmethod
+    async def asleep(seconds: float) -> None:
+        pass
+
+
+_STANDING = _Standing()
+
+
 class MemoryStore:
     kind = "memory"
 
@@ -80,6 +104,16 @@ class MemoryStore:
 
     def _now(self) -> int:
         return self._anchor_wall + self._clock.monotonic_ns() // 1000 - self._anchor_mono
+
+    def _with_clock_offset(self, offset_us: int, *, frozen: bool = False) -> MemoryStore:
+        """A view of this store's records (and lock) whose clock reads ``offset_us`` later,
+        or, ``frozen``, stands at ``offset_us``: the test hook of
+        ``rill_executor.testing.with_clock_offset`` and ``with_frozen_clock``."""
+        view = copy.copy(self)
+        view._anchor_wall = self._anchor_wall + offset_us
+        if frozen:
+            view._anchor_wall, view._anchor_mono, view._clock = offset_us, 0, _STANDING
+        return view
 
     def claim(self, request: ClaimRequest) -> StoreAnswer:
         with self._lock:
@@ -232,11 +266,9 @@ class MemoryStore:
                 del self._jobs[job.job_id]
                 self._attempts.pop(job.job_id, None)
                 self._events.pop(job.job_id, None)
-            self._fences = {
-                job_id: fence
-                for job_id, fence in self._fences.items()
-                if fence[0] != request.namespace or fence[2] > now
-            }
+            for job_id, fence in list(self._fences.items()):  # in place: views share it
+                if fence[0] == request.namespace and fence[2] <= now:
+                    del self._fences[job_id]
             return PurgePage(len(doomed), kept, cursor, now)
 
     def close(self) -> None:

@@ -26,9 +26,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._clock import VirtualClock
     from ._driver import LedgerDriver, Portal, is_claim
+    from ._offset import with_clock_offset, with_frozen_clock
     from .conformance import StoreConformance
 
-__all__ = ["LedgerDriver", "Portal", "StoreConformance", "VirtualClock", "is_claim"]
+__all__ = [
+    "LedgerDriver",
+    "Portal",
+    "StoreConformance",
+    "VirtualClock",
+    "is_claim",
+    "with_clock_offset",
+    "with_frozen_clock",
+]
 
 # Imported on first use: the package is the parent of the pytest plugin (``_plugin``) that
 # every pytest run loads, and the kit pulls in hypothesis and the whole library.
@@ -38,6 +47,8 @@ _HOMES = {
     "StoreConformance": ".conformance",
     "VirtualClock": "._clock",
     "is_claim": "._driver",
+    "with_clock_offset": "._offset",
+    "with_frozen_clock": "._offset",
 }
 
 

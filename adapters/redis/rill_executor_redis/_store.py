@@ -140,6 +140,14 @@ class RedisStore:
             client.close()
             raise
 
+    def _with_clock_offset(self, offset_us: int, *, frozen: bool = False) -> RedisStore:
+        """A view of this store on a clock ``offset_us`` later, or (``frozen``) standing at
+        ``offset_us``: the test hook of ``rill_executor.testing.with_clock_offset`` and
+        ``with_frozen_clock`` (see ``_clock_offset``)."""
+        from ._clock_offset import ShiftedRedisStore
+
+        return ShiftedRedisStore(self, offset_us, frozen)
+
     def ping(self) -> None:
         """``PING`` on the store's pool; on a Cluster, to one primary (its default node)."""
         with wrap_errors("ping", self.where):

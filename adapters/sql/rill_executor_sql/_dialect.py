@@ -28,6 +28,7 @@ __all__ = [
     "make_async_engine",
     "make_sync_engine",
     "share_outages",
+    "shifted_now",
     "sqlite_writers",
 ]
 
@@ -48,6 +49,11 @@ class SqlDialect:
     """``family`` is postgresql, sqlite or mysql (MariaDB speaks the mysql dialect)."""
 
     family: str
+    # Tests only (rill_executor.testing.with_clock_offset): the view's clock reads this much
+    # later, or (clock_frozen) stands at this time. No URL or public argument sets them; at
+    # 0 the statements are the store's own.
+    clock_offset_us: int = 0
+    clock_frozen: bool = False
 
     @property
     def server_side(self) -> bool:
@@ -56,13 +62,24 @@ class SqlDialect:
 
     @property
     def now(self) -> ColumnElement[int]:
-        return literal_column(_NOW[self.family])
+        now = shifted_now(_NOW[self.family], self.clock_offset_us, frozen=self.clock_frozen)
+        return literal_column(now)
 
     @property
     def autocommit_pool(self) -> bool:
         """Whether reads, and a claim's first read, go through an autocommit engine of
         their own (MariaDB)."""
         return self.family == "mysql"
+
+
+def shifted_now(now: str, offset_us: int, *, frozen: bool = False) -> str:
+    """The SQL expression ``now`` (microseconds) ``offset_us`` later, or (``frozen``) the
+    time ``offset_us`` itself: a test view's clock."""
+    if frozen:
+        return f"({int(offset_us)})"
+    if not offset_us:
+        return now
+    return f"({now} + {int(offset_us)})"
 
 
 def _family(url: URL) -> str:

@@ -16,6 +16,7 @@ from importlib.resources import files
 
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
+from ._dialect import shifted_now
 from ._schema import JSON_COLUMNS, jobs
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "STATUS_COLUMNS",
     "claim_function",
     "named",
+    "on_clock",
 ]
 
 _BLOCK = re.compile(r"^-- name: (\w+)\n", re.MULTILINE)
@@ -56,6 +58,9 @@ _ANSWER_TYPES = ", ".join(
     ]
 )
 PURGE_COLUMNS = ("now", "purged", "kept", "cursor")
+_PG_NOW = "(extract(epoch FROM now()) * 1000000)::bigint"  # the clock, as the .sql files read it
+_CALL_END = "CAST(%(watch)s AS jsonb))"  # the end of claim_call
+_WATCH_PARAM = "p_watch jsonb DEFAULT NULL)"  # the end of rill_claim's parameters
 _FRAGMENTS = ("awaits_lapse", "new_notice")  # blocks that are parts of statements, not ones
 
 
@@ -85,9 +90,39 @@ def named(family: str, name: str) -> str:
     return _load(family)[name]
 
 
-def claim_function() -> str:
+@cache
+def on_clock(sql: str, clock_offset_us: int, clock_frozen: bool) -> str:
+    """Tests only: the PostgreSQL statement ``sql`` on a view's clock (``SqlDialect``), read
+    ``clock_offset_us`` later or standing there (``clock_frozen``); a claim calls the view's
+    ``pg_temp.rill_claim`` (``claim_function(shifted=True)``) with that clock."""
+    offset = int(clock_offset_us)
+    sql = sql.replace(_PG_NOW, shifted_now(_PG_NOW, offset, frozen=clock_frozen))
+    if "rill_claim(" in sql:
+        frozen = "true" if clock_frozen else "false"
+        sql = _swap(sql, _CALL_END, f"{_CALL_END[:-1]}, {offset}, {frozen})")
+        sql = _swap(sql, "rill_claim(", "pg_temp.rill_claim(")
+    return sql
+
+
+def claim_function(*, shifted: bool = False) -> str:
     """``CREATE OR REPLACE FUNCTION rill_claim``: the ``claim`` statement inside it reads its
-    parameters ``%(x)s`` as the function's arguments ``p_x``."""
+    parameters ``%(x)s`` as the function's arguments ``p_x``. ``shifted``: tests only, the
+    function ``pg_temp.rill_claim`` of one session, on the clock its last two arguments
+    give (see ``SqlStore._with_clock_offset``)."""
     statements = _load("postgres")
     claim = _PARAM.sub(r"p_\1", statements["claim"])
-    return statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
+    ddl = statements["claim_function"].replace("{answer}", _ANSWER_TYPES).replace("{claim}", claim)
+    if not shifted:
+        return ddl
+    ddl = _swap(ddl, " rill_claim(", " pg_temp.rill_claim(")
+    clock = "p_clock_offset_us bigint DEFAULT 0, p_clock_frozen boolean DEFAULT false"
+    ddl = _swap(ddl, _WATCH_PARAM, f"{_WATCH_PARAM[:-1]}, {clock})")
+    now = f"(CASE WHEN p_clock_frozen THEN 0 ELSE {_PG_NOW} END + p_clock_offset_us)"
+    return ddl.replace(_PG_NOW, now)
+
+
+def _swap(body: str, old: str, new: str) -> str:
+    """``body`` with its one ``old`` replaced by ``new``."""
+    if body.count(old) != 1:
+        raise AssertionError(f"expected one {old!r} in the statement: update the test hook")
+    return body.replace(old, new)

@@ -6,6 +6,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlalchemy import URL, Connection, Engine, event, text
@@ -46,6 +47,7 @@ from ._dialect import (
 from ._durability import read_risks, recheck, split_durability
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
+from ._queries import claim_function, on_clock
 
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
 
@@ -155,6 +157,18 @@ async def _drive_raw_async(engine: AsyncEngine, flow: _flows.Flow, step: _flows.
         await greenlet_spawn(raw.close)  # a pool over its size closes it: awaited there
 
 
+def _temp_claim(ddl: str) -> Callable[[Any, Any], None]:
+    """A ``connect`` listener creating ``pg_temp.rill_claim`` (``ddl``) in each session."""
+
+    def create(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(ddl)
+        if not dbapi_connection.autocommit:
+            dbapi_connection.commit()
+
+    return create
+
+
 def _describe(dialect: SqlDialect, url: Any) -> str:
     return f"{dialect.family} store at {url.render_as_string(hide_password=True)}"
 
@@ -232,6 +246,7 @@ class SqlStore:
         self._recheck = _watched(policy, self.dialect, self._where, self.engine, self._autocommit)
         self._writers = sqlite_writers(self._url) if self.dialect.family == "sqlite" else None
         self._store_id: str | None = None
+        self._shiftable = False  # see _with_clock_offset
         try:
             if upgrade if upgrade is not None else self.dialect.family == "sqlite":
                 self.upgrade()
@@ -324,6 +339,18 @@ class SqlStore:
             f"{self._where}: gave up after {_RETRIES} write conflicts", applied=False
         )
 
+    def _with_clock_offset(self, offset_us: int, *, frozen: bool = False) -> SqlStore:
+        """A view of this store (its engines and records) whose clock reads ``offset_us``
+        later, or (``frozen``) stands at ``offset_us``: the test hook of
+        ``rill_executor.testing.with_clock_offset`` and ``with_frozen_clock``. On PostgreSQL
+        each connection of the store's engine creates the session's ``pg_temp.rill_claim``
+        from then on, taking the view's clock as arguments, so a claim stays one statement."""
+        if self.dialect.family == "postgresql" and not self._shiftable:
+            event.listen(self.engine, "connect", _temp_claim(claim_function(shifted=True)))
+            self.engine.dispose()  # its connections so far have no such function
+            self._shiftable = True
+        return _ShiftedSqlStore(self, offset_us, frozen)
+
     def ping(self) -> None:
         """``SELECT 1`` on the store's pool and path, outside any transaction."""
         self._run(lambda: _flows.ping(self.dialect), transaction=False)
@@ -383,6 +410,42 @@ class SqlStore:
     def close(self) -> None:
         self.engine.dispose()
         self._autocommit.dispose()
+
+
+def _on_clock(flow: _flows.Flow, offset_us: int, frozen: bool) -> _flows.Flow:
+    """``flow`` with its driver-level statements (``Raw``) on a view's clock."""
+    try:
+        step = next(flow)
+        while True:
+            statement, params = step
+            if isinstance(statement, _flows.Raw):
+                statement = statement._replace(sql=on_clock(statement.sql, offset_us, frozen))
+            step = flow.send((yield statement, params))
+    except StopIteration as stop:
+        return stop.value
+
+
+class _ShiftedSqlStore(SqlStore):
+    """A test view of ``base`` on a clock ``offset_us`` later (``_with_clock_offset``): the
+    base's engines, statements of its own. Closing it leaves ``base`` open."""
+
+    def __init__(self, base: SqlStore, offset_us: int, frozen: bool) -> None:  # a view
+        self.__dict__.update(base.__dict__)
+        self.dialect = replace(base.dialect, clock_offset_us=offset_us, clock_frozen=frozen)
+
+    def _run(self, make_flow: Callable[[], _flows.Flow], *, transaction: bool = True) -> Any:
+        """As the store's, each PostgreSQL statement sent on the view's clock (the others
+        are built on it: ``SqlDialect.now``)."""
+        offset, frozen = self.dialect.clock_offset_us, self.dialect.clock_frozen
+        return super()._run(lambda: _on_clock(make_flow(), offset, frozen), transaction=transaction)
+
+    def close(self) -> None:
+        pass  # the engines are the base store's
+
+    def __repr__(self) -> str:
+        clock = self.dialect.clock_offset_us
+        at = f"at {clock}" if self.dialect.clock_frozen else f"{clock:+d}"
+        return f"<SqlStore {self._where}, clock {at} µs (test view)>"
 
 
 class _SqliteThreads:
