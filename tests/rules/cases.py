@@ -3,7 +3,7 @@
 Each case: the job built by real operations at clock offsets (seconds on the store's own
 clock, see ``table``), one more operation, its outcome and the job as it is left. A lease
 is 10 s, a finish's retention 60 s, a resolution's 90 s, a purge's dangling_after 30 s
-(``table``). The rules they pin: ``rill_executor._decisions`` (claim, fenced writes),
+(``table``). The rules they pin: ``rill_executor._rules.decisions`` (claim, fenced writes),
 ``_notices`` (watches, lapse notices, the outbox's leases), ``_purge``, ``_resolution``,
 ``_events``; and their SQL (``postgres.sql``, the client-decided flows of SQLite and
 MariaDB) and Lua (``lua/*.lua``) twins.

@@ -47,7 +47,7 @@ end
 
 -- The event log `log` (JSON text) with `entry` appended, or counted as dropped once `limit`
 -- reported entries are kept; a resolution is always appended. The count is the log's last
--- element, {dropped = n, at = ...}: rill_executor._events.appended_event, in Lua.
+-- element, {dropped = n, at = ...}: rill_executor._rules.events.appended_event, in Lua.
 local function append_event(log, entry, limit)
   local events, dropped = cjson.decode(log or '[]'), 0
   if #events > 0 and events[#events].kind == nil then

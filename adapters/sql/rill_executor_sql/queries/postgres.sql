@@ -260,13 +260,13 @@ SELECT count(*) AS settled FROM upd
 -- name: awaits_lapse
 -- Not a statement: the condition, written {awaits_lapse} in the statements, that the job row
 -- j (its notices in j.notices) waits for a lapse notice: processing, watched, and none yet
--- for its owner's fence (_lapse_due in _notices.py).
+-- for its owner's fence (_lapse_due in rill_executor/_rules/notices.py).
 (j.state = 'processing' AND j.lease_until IS NOT NULL AND j.watchers <> '{}'::jsonb
     AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(j.notices) l
         WHERE l ->> 'state' = 'processing' AND (l ->> 'fence')::bigint = j.fence))
 
 -- name: new_notice
--- Not a statement: a pending notice of the job row j (as _notices.py makes one), written
+-- Not a statement: a pending notice of the job row j (as _rules/notices.py makes one), written
 -- {new_notice}, from the row n: seq (its place among the notices added at once), watch,
 -- target, state and error.
 jsonb_build_object('id', concat(j.fence, '.', jsonb_array_length(j.notices) + n.seq),
