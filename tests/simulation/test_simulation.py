@@ -16,6 +16,7 @@ import pytest
 from rill_executor import _decisions
 from rill_executor._notices import NoticeStatus, _dump, _notice
 
+from . import __main__ as simulation
 from .world import Settings, Violation, run
 
 SEEDS = os.environ.get("RILL_SIM_SEEDS", "0:2000")
@@ -82,3 +83,22 @@ def test_the_simulation_finds_a_past_defect(monkeypatch: pytest.MonkeyPatch) -> 
             break
     assert found is not None, "no schedule found the defect"
     assert "was never told at" in str(found) and str(found).startswith("seed ")
+
+
+def test_processes_report_the_failure_one_process_reports(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--jobs 2`` over a range with the past defect put back reports what one process
+    reports — the lowest failing seed, the invariant and the schedule — and ``--seed``
+    replays that report exactly."""
+    monkeypatch.setattr(_decisions, "replay_notice", _replay_notice_before_the_fix)
+    monkeypatch.setattr(simulation, "CHUNK", 4)  # many chunks, several of them failing
+    assert simulation.main(["--seeds", "14:70", "--jobs", "1"]) == 1
+    alone = capsys.readouterr().out
+    assert simulation.main(["--seeds", "14:70", "--jobs", "2"]) == 1
+    assert capsys.readouterr().out == alone
+    seed = int(alone.split(":")[0].removeprefix("seed "))
+    for earlier in range(14, seed):
+        run(earlier)  # raises if a lower seed fails: the report was not the lowest
+    assert simulation.main(["--seed", str(seed)]) == 1
+    assert capsys.readouterr().out == alone
