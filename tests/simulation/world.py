@@ -64,6 +64,7 @@ LEASE_S = 1.0
 LEASE_US = 1_000_000
 RETENTION = timedelta(seconds=20)
 _RUNNING = AttemptOutcome.RUNNING
+UNRECORDED = "rill-executor: this failure could not be recorded"  # the ledger's note
 
 
 def _target(target: Any) -> Hashable:
@@ -115,6 +116,7 @@ class FaultyStore:
         self.world = world
         self.memory = MemoryStore(clock=world.clock)
         self.faults = True
+        self.unfinished: set[str] = set()  # attempts whose last finish was lost
 
     def store_id(self) -> str:
         return self.memory.store_id()
@@ -146,7 +148,15 @@ class FaultyStore:
         return self._write("register", ref, lambda: self.memory.register_output(ref, output))
 
     def finish(self, ref: AttemptRef, completion: Completion) -> Any:
-        return self._write("finish", ref, lambda: self.memory.finish(ref, completion), completion)
+        try:
+            answer = self._write(
+                "finish", ref, lambda: self.memory.finish(ref, completion), completion
+            )
+        except StoreUnavailable:
+            self.unfinished.add(ref.attempt_id)  # its last finish may not have reached the store
+            raise
+        self.unfinished.discard(ref.attempt_id)
+        return answer
 
     def _write(
         self, what: str, ref: AttemptRef, apply: Callable[[], Any], done: Completion | None = None
@@ -210,6 +220,7 @@ class Invariants:
         raise Violation(what)
 
     reached: set[str] = field(default_factory=set)  # attempts whose claim reached the store
+    told_unrecorded: int = 0  # callers told by a note that their failure was not recorded
 
     def claimed(self, request: ClaimRequest, before: JobRow | None, answer: Any) -> None:
         """A claim the store saw: its watch is owed a notice; a job claimed afresh (new,
@@ -294,10 +305,18 @@ class Invariants:
 
     def ended(self, caller: Caller, error: BaseException | None) -> None:
         """Once a handler ran, its attempt ends recorded, unless the caller was told the
-        store was unreachable, or its finish came after its lease ran out (11): then the
-        job's next claim records it as expired."""
+        store was unreachable — the store's error, or its handler's own error with the note
+        that its failure could not be recorded, after its last finish was lost — or its
+        finish came after its lease ran out (11): then the job's next claim records it as
+        expired."""
         claim = caller.ran
         if claim is None or isinstance(error, StoreUnavailable):
+            return
+        notes = getattr(error, "__notes__", ())
+        if claim.attempt_id in self.world.store.unfinished and any(
+            note.startswith(UNRECORDED) for note in notes
+        ):
+            self.told_unrecorded += 1
             return
         memory = self.world.store.memory
         job = memory._jobs.get(claim.job_id)
