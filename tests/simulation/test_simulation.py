@@ -15,6 +15,7 @@ import pytest
 
 from rill_executor import _decisions
 from rill_executor._notices import NoticeStatus, _dump, _notice
+from rill_executor._step import Sleep
 
 from . import __main__ as simulation
 from .world import Settings, Violation, run
@@ -59,6 +60,21 @@ def test_a_failure_that_never_reached_the_store_is_told_not_recorded() -> None:
     assert world.invariants.told_unrecorded >= 1, (
         "seed 4510 no longer loses a failed call's finish twice: pick a seed that does"
     )
+
+
+def test_a_wait_ending_within_a_nanosecond_ends() -> None:
+    """A decorated call joining a running attempt sleeps what is left of its ``wait``; a
+    remainder under a nanosecond still lets time pass, so the world settles (seed 39237
+    of the hundred thousand spun for ever on a sleep of nothing)."""
+    world = run(39237)
+    assert any(
+        line == "%s: %s" and _sleep_under_a_microsecond(args) for _, line, args in world.schedule
+    )
+
+
+def _sleep_under_a_microsecond(args: tuple[Any, ...]) -> bool:
+    action = args[1]
+    return isinstance(action, Sleep) and 0 < action.seconds < 1e-6
 
 
 def _replay_notice_before_the_fix(

@@ -424,8 +424,10 @@ class Caller(Actor):
                 return claim.finish(completion)  # type: ignore[attr-defined]
             case Renew(claim):
                 return claim.heartbeat()  # type: ignore[attr-defined]
-            case Sleep(seconds):
-                self.wake_ns = world.clock.monotonic_ns() + round(seconds * 1e9)
+            case Sleep(seconds):  # at least a nanosecond, as VirtualClock.sleep
+                self.wake_ns = world.clock.monotonic_ns() + (
+                    max(round(seconds * 1e9), 1) if seconds > 0 else 0
+                )
                 return None
             case StoreCall(method, args):
                 return getattr(world.store, method)(*args)
