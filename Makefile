@@ -7,7 +7,8 @@
 # `make bench-cluster` compares 64 clients' fresh calls on Redis Clusters of 1 and 3 primaries
 # that it starts itself (redis-server on the PATH; CLUSTER_ARGS to change it).
 # `make transcode` runs one video through examples/transcode (TRANSCODE_ARGS, e.g. --count 5).
-# `make simulate` runs 100,000 schedules of the deterministic simulation (SIM_SEEDS to change).
+# `make simulate` runs 100,000 schedules of the deterministic simulation, one process a CPU
+# (SIM_SEEDS to change the range, SIM_JOBS the processes).
 # `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
 # executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
 # `make dist` builds the wheel and sdist of the four distributions into dist/ and checks them
@@ -42,7 +43,7 @@ test: lint
 	$(BIN)/pytest -n 2 --dist loadscope
 
 simulate: $(VENV)/.installed
-	$(BIN)/python -m tests.simulation --seeds $(or $(SIM_SEEDS),0:100000)
+	$(BIN)/python -m tests.simulation --seeds $(or $(SIM_SEEDS),0:100000) $(if $(SIM_JOBS),--jobs $(SIM_JOBS))
 
 DISTRIBUTIONS := . adapters/sql adapters/redis adapters/s3
 

@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._listing import check_cursor, listed
@@ -190,26 +191,28 @@ class MemoryStore:
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> NoticeBatch:
         with self._lock:
             now = self._now()
-            for job_id, job in self._jobs.items():
-                if job.namespace == namespace and (lapsed := lapse_notices(job, now)):
-                    self._jobs[job_id] = replace(job, notices=lapsed)
-            due = sorted(
-                (notice["due"], job_id, notice["id"])
-                for job_id, job in self._jobs.items()
-                if job.namespace == namespace and job.notices != "[]"
-                for notice in json.loads(job.notices)
-                if leasable(notice, now)
-            )[:limit]
+            found: dict[str, list[dict[str, Any]]] = {}  # each job's notices, read once
+            due: list[tuple[int, str, str]] = []
+            for job_id, row in self._jobs.items():
+                if row.namespace != namespace:
+                    continue
+                job = row
+                if lapsed := lapse_notices(row, now):
+                    job = self._jobs[job_id] = replace(row, notices=lapsed)
+                if '"pending"' in job.notices:  # none can be leased otherwise: not parsed
+                    notices = found[job_id] = json.loads(job.notices)
+                    due += ((n["due"], job_id, n["id"]) for n in notices if leasable(n, now))
+            due.sort()
             leased: list[LeasedNotice] = []
-            for _, job_id, notice_id in due:
+            for _, job_id, notice_id in due[:limit]:
                 job = self._jobs[job_id]
-                notices = json.loads(job.notices)
-                notice = next(n for n in notices if n["id"] == notice_id)
+                notice = next(n for n in found[job_id] if n["id"] == notice_id)
                 lease_notice(notice, owner, lease_us, now)
-                self._jobs[job_id] = replace(job, notices=json.dumps(notices))
                 leased.append(
                     LeasedNotice(job_id, job.namespace, job.key, json.dumps(notice), job.result)
                 )
+            for job_id in dict.fromkeys(notice.job_id for notice in leased):  # one write a job
+                self._jobs[job_id] = replace(self._jobs[job_id], notices=json.dumps(found[job_id]))
             return NoticeBatch(leased, now)
 
     def settle_notice(self, job_id: str, settlement: NoticeSettlement) -> bool:

@@ -229,6 +229,8 @@ def registered_row(job: JobRow, output: str, now: int) -> JobRow:
 
 def ended_outputs(registered: str, committed: str) -> str:
     """An ended attempt's outputs: the committed refs, then the registered rest, uncommitted."""
+    if registered == committed == "[]":
+        return "[]"  # the common case, without reading or writing JSON
     refs = [{**ref, "committed": True} for ref in json.loads(committed)]
     done = {ref["key"] for ref in refs}
     rest = [{**o, "committed": False} for o in json.loads(registered) if o["key"] not in done]

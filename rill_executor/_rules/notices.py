@@ -105,8 +105,11 @@ class NoticeStatus:
     DROPPED = "dropped"
 
 
+_ENCODER = json.JSONEncoder(separators=_COMPACT)  # json.dumps builds one a call otherwise
+
+
 def _dump(value: Any) -> str:
-    return json.dumps(value, separators=_COMPACT)
+    return _ENCODER.encode(value)
 
 
 def add_watch(watchers: str, watch: str | None) -> str:
@@ -236,6 +239,8 @@ def lapse_notices(job: JobRow, now: int) -> str | None:
     its owner's lease ran out at ``now``; None when no lapse notice is due."""
     if job.state is not JobState.PROCESSING or (job.lease_until or 0) > now:
         return None  # decided before any JSON is read: the common case of a lease poll
+    if job.watchers in ("", "{}"):
+        return None  # nobody waits: no lapse to tell
     found = json.loads(job.notices or "[]")
     if not _lapse_due(job, found):
         return None

@@ -37,11 +37,17 @@ class VirtualClock:
             self._mono_ns += step
 
     def sleep(self, seconds: float) -> None:
-        self.advance(max(seconds, 0.0))
+        self._slept(seconds)
 
     async def asleep(self, seconds: float) -> None:
-        self.advance(max(seconds, 0.0))
+        self._slept(seconds)
         await asyncio.sleep(0)  # still a point where other tasks run
+
+    def _slept(self, seconds: float) -> None:
+        """A sleep of any positive length lets at least a nanosecond pass, as a real one
+        does: a loop sleeping what is left of a wait (a float, less than a nanosecond left
+        after rounding) ends instead of sleeping for nothing for ever."""
+        self.advance(max(seconds, 1e-9) if seconds > 0 else 0.0)
 
     def __repr__(self) -> str:
         return f"VirtualClock(at {self._mono_ns / 1e9:.6f} s)"

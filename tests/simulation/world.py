@@ -20,14 +20,15 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from rill_executor import Claim, Ledger, StaleAttempt, StoreUnavailable
 from rill_executor._claim import resend_once
-from rill_executor._idempotent import IdempotentOptions
+from rill_executor._config import LedgerConfig
+from rill_executor._idempotent import IdempotentOptions, IdempotentSpec
 from rill_executor._records import AttemptOutcome, JobRow, JobState
 from rill_executor._rules.resolution import NO_RESULT, resolution_request
 from rill_executor._steps.call import (
@@ -62,6 +63,14 @@ NAMESPACE = "sim"
 LEASE_S = 1.0
 LEASE_US = 1_000_000
 RETENTION = timedelta(seconds=20)
+_RUNNING = AttemptOutcome.RUNNING
+UNRECORDED = "rill-executor: this failure could not be recorded"  # the ledger's note
+
+
+def _target(target: Any) -> Hashable:
+    """A watch's target as a set keeps it: as it is if a string (the simulation's), else
+    its JSON text."""
+    return target if isinstance(target, str) else json.dumps(target, sort_keys=True)
 
 
 class Violation(AssertionError):
@@ -88,6 +97,14 @@ def work(key: str) -> str:
     raise AssertionError("the simulation performs Run itself")
 
 
+def _same_key(key: str) -> str:
+    return key
+
+
+OPTIONS = IdempotentOptions(key=_same_key, name="work", heartbeat=False, wait=2.0)
+_SPECS: dict[LedgerConfig, IdempotentSpec] = {}  # built once a process: every world's alike
+
+
 class FaultyStore:
     """The memory store as the network shows it: a call may be lost before the store sees
     it, or its reply after the store applied it. It also reports every applied write to the
@@ -99,6 +116,7 @@ class FaultyStore:
         self.world = world
         self.memory = MemoryStore(clock=world.clock)
         self.faults = True
+        self.unfinished: set[str] = set()  # attempts whose last finish was lost
 
     def store_id(self) -> str:
         return self.memory.store_id()
@@ -130,7 +148,15 @@ class FaultyStore:
         return self._write("register", ref, lambda: self.memory.register_output(ref, output))
 
     def finish(self, ref: AttemptRef, completion: Completion) -> Any:
-        return self._write("finish", ref, lambda: self.memory.finish(ref, completion), completion)
+        try:
+            answer = self._write(
+                "finish", ref, lambda: self.memory.finish(ref, completion), completion
+            )
+        except StoreUnavailable:
+            self.unfinished.add(ref.attempt_id)  # its last finish may not have reached the store
+            raise
+        self.unfinished.discard(ref.attempt_id)
+        return answer
 
     def _write(
         self, what: str, ref: AttemptRef, apply: Callable[[], Any], done: Completion | None = None
@@ -186,14 +212,15 @@ class Invariants:
     fences: dict[str, int] = field(default_factory=dict)  # job id -> highest fence seen
     commits: dict[str, int] = field(default_factory=dict)  # job id -> commits since a reset
     # (job id, watch id) -> the newest target a claim asked to be told at
-    watches: dict[tuple[str, str], Any] = field(default_factory=dict)
-    sent: set[tuple[str, str, str]] = field(default_factory=set)  # (job, watch, target)
+    watches: dict[tuple[str, str], Hashable] = field(default_factory=dict)
+    sent: set[tuple[str, str, Hashable]] = field(default_factory=set)  # (job, watch, target)
     settled: set[tuple[str, str]] = field(default_factory=set)  # (job id, notice id)
 
     def fail(self, what: str) -> None:
         raise Violation(what)
 
     reached: set[str] = field(default_factory=set)  # attempts whose claim reached the store
+    told_unrecorded: int = 0  # callers told by a note that their failure was not recorded
 
     def claimed(self, request: ClaimRequest, before: JobRow | None, answer: Any) -> None:
         """A claim the store saw: its watch is owed a notice; a job claimed afresh (new,
@@ -201,7 +228,7 @@ class Invariants:
         self.reached.add(request.attempt_id)
         if request.watch is not None and (answer.ok or answer.job is not None):
             entry = json.loads(request.watch)
-            self.watches[(request.job_id, entry["id"])] = json.dumps(entry["target"])
+            self.watches[(request.job_id, entry["id"])] = _target(entry["target"])
         if answer.ok and (before is None or before.state is not JobState.PROCESSING):
             self.commits.pop(request.job_id, None)
 
@@ -257,29 +284,39 @@ class Invariants:
 
     def after_step(self) -> None:
         """Fences never go back (1); only the owner's attempt is running (4)."""
-        memory = self.world.store.memory
+        memory, fences = self.world.store.memory, self.fences
+        attempts = memory._attempts
         for job_id, job in memory._jobs.items():
-            if job.fence < self.fences.get(job_id, 0):
-                self.fail(f"job {job_id}'s fence went back to {job.fence}")
-            self.fences[job_id] = job.fence
-            for attempt in memory._attempts.get(job_id, ()):
-                if attempt.outcome is AttemptOutcome.RUNNING and not (
-                    attempt.fence == job.fence and job.state is JobState.PROCESSING
-                ):
+            fence = job.fence
+            if fence < fences.get(job_id, 0):
+                self.fail(f"job {job_id}'s fence went back to {fence}")
+            fences[job_id] = fence
+            processing = job.state is JobState.PROCESSING
+            for attempt in attempts.get(job_id, ()):
+                if attempt.outcome is _RUNNING and not (processing and attempt.fence == fence):
                     self.fail(
                         f"attempt {attempt.attempt_id} at fence {attempt.fence} is still"
-                        f" running on {job.state.value} job {job_id} at fence {job.fence}"
+                        f" running on {job.state.value} job {job_id} at fence {fence}"
                     )
-        for job_id, (_, fence, _) in memory._fences.items():
-            if job_id not in memory._jobs and fence < self.fences.get(job_id, 0):
-                self.fail(f"purged job {job_id} kept fence {fence}, below one already given")
+        if memory._fences:
+            for job_id, (_, fence, _) in memory._fences.items():
+                if job_id not in memory._jobs and fence < fences.get(job_id, 0):
+                    self.fail(f"purged job {job_id} kept fence {fence}, below one already given")
 
     def ended(self, caller: Caller, error: BaseException | None) -> None:
         """Once a handler ran, its attempt ends recorded, unless the caller was told the
-        store was unreachable, or its finish came after its lease ran out (11): then the
-        job's next claim records it as expired."""
+        store was unreachable — the store's error, or its handler's own error with the note
+        that its failure could not be recorded, after its last finish was lost — or its
+        finish came after its lease ran out (11): then the job's next claim records it as
+        expired."""
         claim = caller.ran
         if claim is None or isinstance(error, StoreUnavailable):
+            return
+        notes = getattr(error, "__notes__", ())
+        if claim.attempt_id in self.world.store.unfinished and any(
+            note.startswith(UNRECORDED) for note in notes
+        ):
+            self.told_unrecorded += 1
             return
         memory = self.world.store.memory
         job = memory._jobs.get(claim.job_id)
@@ -302,7 +339,7 @@ class Invariants:
             if job is None:
                 continue  # purged: the notices owed kept it until sent (checked while it was)
             if (job_id, watch, target) not in self.sent:
-                self.fail(f"watch {watch} of {job_id} was never told at {target}")
+                self.fail(f"watch {watch} of {job_id} was never told at {target!r}")
 
 
 class Actor:
@@ -387,8 +424,10 @@ class Caller(Actor):
                 return claim.finish(completion)  # type: ignore[attr-defined]
             case Renew(claim):
                 return claim.heartbeat()  # type: ignore[attr-defined]
-            case Sleep(seconds):
-                self.wake_ns = world.clock.monotonic_ns() + round(seconds * 1e9)
+            case Sleep(seconds):  # at least a nanosecond, as VirtualClock.sleep
+                self.wake_ns = world.clock.monotonic_ns() + (
+                    max(round(seconds * 1e9), 1) if seconds > 0 else 0
+                )
                 return None
             case StoreCall():
                 return action.on(world.store)
@@ -494,9 +533,7 @@ class Deliverer(Actor):
             world.note(
                 "%s: send %s of %s to %s", self.name, notice["id"], leased.key, notice["target"]
             )
-            world.invariants.sent.add(
-                (leased.job_id, notice["watch"], json.dumps(notice["target"]))
-            )
+            world.invariants.sent.add((leased.job_id, notice["watch"], _target(notice["target"])))
         settlement = NoticeSettlement(notice["id"], self.name, NoticeStatus.DELIVERED, "ok")
         with contextlib.suppress(StoreUnavailable):
             world.store.settle_notice(leased.job_id, settlement)
@@ -580,9 +617,10 @@ class World:
             retention=RETENTION,
             clock=self.clock,
         )
-        self.spec = self.ledger.spec(
-            work, IdempotentOptions(key=lambda key: key, name="work", heartbeat=False, wait=2.0)
-        )
+        config = self.ledger.config
+        if (spec := _SPECS.get(config)) is None:
+            spec = _SPECS[config] = self.ledger.spec(work, OPTIONS)
+        self.spec = spec
         self.invariants = Invariants(self)
         self.keys = [f"k{i}" for i in range(settings.keys)]
         self.actors: list[Actor] = [Deliverer(self, "d1"), Deliverer(self, "d2"), Operator(self)]
@@ -627,20 +665,17 @@ class World:
             flow = explicit(self, key, name, watch)
         self.actors.append(Caller(self, name, key, flow, decorated, watched))
 
-    def _runnable(self) -> list[Actor]:
-        now = self.clock.monotonic_ns()
-        return [a for a in self.actors if a.alive and a.wake_ns <= now]
-
     def _turn(self) -> bool:
         """One action of one actor (time passes first); False when nobody is left."""
-        self.actors = [a for a in self.actors if a.alive]
-        runnable = self._runnable()
+        actors = self.actors = [a for a in self.actors if a.alive]
+        now = self.clock.monotonic_ns()
+        runnable = [a for a in actors if a.wake_ns <= now]
         if not runnable:
-            waiting = [a.wake_ns for a in self.actors if a.alive]
-            if not waiting:
+            if not actors:
                 return False
-            self.clock.advance((min(waiting) - self.clock.monotonic_ns()) / 1e9)
-            runnable = self._runnable()
+            self.clock.advance((min(a.wake_ns for a in actors) - now) / 1e9)
+            now = self.clock.monotonic_ns()
+            runnable = [a for a in actors if a.wake_ns <= now]
         if self.faults and self.chance(self.settings.clock_step):
             step = self.rng.uniform(LEASE_S, 4 * LEASE_S)
             self.note("the clock steps %.2f s", step)
@@ -677,11 +712,19 @@ class World:
         self.invariants.told()
 
     def _outbox_busy(self) -> bool:
-        memory = self.store.memory
-        for job in memory._jobs.values():
-            if job.state is JobState.PROCESSING and json.loads(job.watchers or "{}"):
+        """A watched job still processing, a notice pending, or a batch being sent (texts
+        that cannot hold either are not parsed)."""
+        for job in self.store.memory._jobs.values():
+            watchers = job.watchers
+            if (
+                job.state is JobState.PROCESSING
+                and watchers not in ("", "{}")
+                and json.loads(watchers)
+            ):
                 return True
-            if any(n["status"] == NoticeStatus.PENDING for n in json.loads(job.notices or "[]")):
+            if '"pending"' in job.notices and any(
+                n["status"] == NoticeStatus.PENDING for n in json.loads(job.notices)
+            ):
                 return True
         return any(isinstance(a, Deliverer) and a.batch for a in self.actors)
 

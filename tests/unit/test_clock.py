@@ -115,6 +115,20 @@ def test_a_virtual_clock_never_goes_back_and_is_shared_safely() -> None:
     assert clock.monotonic_ns() == 2 * 1000 * 1_000_000
 
 
+def test_a_sleep_shorter_than_a_nanosecond_lets_one_pass() -> None:
+    """A positive sleep always lets time pass, as a real one does: a loop sleeping what is
+    left of a wait, a float less than a nanosecond after rounding, ends (the simulation's
+    seed 39237 spun for ever on one)."""
+    clock = VirtualClock()
+    clock.sleep(3e-10)
+    assert clock.monotonic_ns() == 1
+    asyncio.run(clock.asleep(1e-12))
+    assert clock.monotonic_ns() == 2
+    clock.sleep(0.0)
+    clock.sleep(-1.0)  # a wait already over: no time passes, as before
+    assert clock.monotonic_ns() == 2
+
+
 def test_a_step_closed_at_its_run_writes_nothing() -> None:
     """A driver that drops a call while its handler runs (its process stopping) closes the
     step: it ends without another action, where it used to try to record a failure and
