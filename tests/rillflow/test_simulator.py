@@ -341,61 +341,66 @@ def test_an_async_task_called_back_with_a_failure_status_fails(
     assert (view.message, view.output) == ("codec missing", None)
 
 
-def _timed_out(engine: EngineSimulator, executor: Executor, task: Task, *others: Task) -> str:
+def _timed_out(
+    virtual: tuple[EngineSimulator, VirtualClock], task: Task, *others: Task
+) -> tuple[EngineSimulator, str]:
+    """``task`` dispatched and timed out (its 1 s timeout at the engine's poll of 3 s)."""
+    engine, clock = virtual
     execution_id = engine.submit(task, *others, dispatch=False)
     engine.dispatch(execution_id, task.name)
-    engine.wait_until(
-        lambda: any(t.reason == "timeout" for t in engine.task(execution_id, task.name).history)
-    )
-    return execution_id
+    engine.wait_idle()
+    clock.advance(3)
+    engine.wait_idle()
+    assert any(t.reason == "timeout" for t in engine.task(execution_id, task.name).history)
+    return engine, execution_id
 
 
 def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_wrong_task(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
     task = Task(
         "encode",
         f"{executor.url}/ack",
         Pattern.TASK_ASYNC,
         retry=Retry(max_retry_times=1, interval_in_seconds=60),
-        timeout_in_seconds=0.2,
+        timeout_in_seconds=1,
     )
-    execution_id = _timed_out(exact, executor, task)
-    assert exact.task(execution_id, "encode").status is TaskStatus.READY
+    engine, execution_id = _timed_out(virtual, task)
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY
 
-    late = http.post(_callback_url(exact, execution_id, "encode"), json={"url": "late"})
+    late = http.post(_callback_url(engine, execution_id, "encode"), json={"url": "late"})
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "attempt finish wrong task encode"
-    assert exact.task(execution_id, "encode").status is TaskStatus.READY
-    assert exact.callbacks(execution_id)[-1].task_status is TaskStatus.READY
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY
+    assert engine.callbacks(execution_id)[-1].task_status is TaskStatus.READY
 
 
 def test_a_callback_after_the_timeout_failed_the_task_is_a_repeated_finish(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
-    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
     waiting = Task("publish", f"{executor.url}/echo")  # keeps the execution running
-    execution_id = _timed_out(exact, executor, task, waiting)
-    view = exact.task(execution_id, "encode")
+    engine, execution_id = _timed_out(virtual, task, waiting)
+    view = engine.task(execution_id, "encode")
     assert (view.status, view.message) == (TaskStatus.FAILED, "timeout")
 
-    late = http.get(_callback_url(exact, execution_id, "encode"))
+    late = http.get(_callback_url(engine, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "repeated finish task encode"
-    assert exact.task(execution_id, "encode").status is TaskStatus.FAILED
+    assert engine.task(execution_id, "encode").status is TaskStatus.FAILED
 
 
 def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_finished(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
-    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
-    execution_id = _timed_out(exact, executor, task)
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
+    engine, execution_id = _timed_out(virtual, task)
 
-    late = http.post(_callback_url(exact, execution_id, "encode"))
+    late = http.post(_callback_url(engine, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
@@ -403,24 +408,26 @@ def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_fini
 
 
 def test_an_async_timeout_tells_the_executor_nothing_and_the_retry_is_accepted(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
     task = Task(
         "encode",
         f"{executor.url}/ack",
         Pattern.TASK_ASYNC,
-        retry=Retry(max_retry_times=1, interval_in_seconds=0.05),
-        timeout_in_seconds=0.2,
+        retry=Retry(max_retry_times=1, interval_in_seconds=1),
+        timeout_in_seconds=1,
     )
-    execution_id = _timed_out(exact, executor, task)
-    exact.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
-    first, retry = exact.wait_for_dispatches(execution_id, "encode", 2)
+    engine, execution_id = _timed_out(virtual, task)
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY  # the retry waits
+    virtual[1].advance(3)  # due at 4 s, fired at the poll of 6 s
+    engine.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    first, retry = engine.wait_for_dispatches(execution_id, "encode", 2)
 
     # The late callback of attempt 1 lands on the RUNNING attempt 2: the engine cannot tell.
     late = http.post(first.headers["X-Callback-Url"], json={"from": "attempt 1"})
 
     assert late.status_code == 200
-    view = exact.task(execution_id, "encode")
+    view = engine.task(execution_id, "encode")
     assert (view.status, view.output, view.attempts) == (
         TaskStatus.SUCCEED,
         {"from": "attempt 1"},
@@ -461,6 +468,8 @@ def test_a_bad_retry_policy_is_refused(bad: dict[str, Any]) -> None:
 def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_out(
     exact: EngineSimulator, executor: Executor
 ) -> None:
+    # real clock: the default timer runner (a thread on the real clock, no clock given) must
+    # fire timers by itself, after their delays and never before
     answer = json.dumps({"result_type": "FAILED"})
     retry = Retry(max_retry_times=2, interval_in_seconds=0.05, multiplier=2)
     execution_id = exact.submit(
@@ -577,18 +586,6 @@ def test_timers_fire_in_due_order_whatever_order_they_were_armed_in(
         retried = engine.dispatches(slow, "t")[-1]
         assert (timed_out.reason, round(timed_out.at - clock.time_ns() / NS, 6)) == ("timeout", -4)
         assert round(retried.started_at - clock.time_ns() / NS, 6) == -3
-
-
-def test_a_simulator_on_the_real_clock_still_fires_its_timers_by_itself(
-    exact: EngineSimulator, executor: Executor
-) -> None:
-    # real clock: the default runner (a thread) is what fires timers when no clock is given
-    answer = json.dumps({"result_type": "FAILED"})
-    retry = Retry(max_retry_times=1, interval_in_seconds=0.05)
-    execution_id = exact.submit(
-        Task("t", f"{executor.url}/answer", input={"answer": answer}, retry=retry)
-    )
-    assert exact.wait_for(execution_id, "t").attempts == 2
 
 
 def test_a_clock_that_is_not_one_is_refused() -> None:
