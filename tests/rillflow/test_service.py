@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from rill_executor.testing import VirtualClock
 from rill_executor.testing.drill import FaultProxy
 from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
 
@@ -66,6 +67,16 @@ def exact() -> Iterator[EngineSimulator]:
     engine's 3 s poll: for windows that need a timer inside a short run."""
     with EngineSimulator(timers="exact") as engine:
         yield engine
+
+
+@pytest.fixture
+def virtual() -> Iterator[tuple[EngineSimulator, VirtualClock]]:
+    """An engine on its own timing (the 3 s poll) whose timers fire only when the test
+    advances its clock: a timer lands exactly where the test needs it, with no waiting. The
+    executor keeps the real clock: it is a real process on a real store."""
+    clock = VirtualClock()
+    with EngineSimulator(clock=clock) as engine:
+        yield engine, clock
 
 
 def segment(
@@ -248,12 +259,13 @@ def test_a_timeout_the_engine_does_not_arm_leaves_a_killed_run_to_the_executor(
 
 
 def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
-    service: ExecutorService, engine: EngineSimulator
+    service: ExecutorService, virtual: tuple[EngineSimulator, VirtualClock]
 ) -> None:
     """A redo of a task waiting for its retry does not cancel the retry (DAGRunner.resetTask
     leaves the engine's time check alone): the redo's dispatch and, at the engine's next
     poll, the retry's reach the executor. The job is handed off meanwhile, so both find it
     running: one run, one result, one applied callback."""
+    engine, clock = virtual
     gate = FaultProxy("127.0.0.1", None)  # the first dispatch finds nobody: a retry is due
     done = {"uri": "s3://segments/encoded-by-the-farm.mp4", "frames": 250}
     try:
@@ -278,6 +290,8 @@ def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
             timeout=5,
         )
         assert held.status_code == 200, held.text
+        assert sum(d.ok for d in engine.dispatches(execution, "encode")) == 1  # not yet due
+        clock.advance(3)  # the retry, due at 1 s, fires at the engine's poll of 3 s
         engine.wait_until(
             lambda: sum(d.ok for d in engine.dispatches(execution, "encode")) == 2, timeout=20
         )  # and the retry's dispatch, answered while the run holds the job
@@ -355,15 +369,22 @@ def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Pa
 
 
 def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
-    service: ExecutorService, exact: EngineSimulator
+    service: ExecutorService, virtual: tuple[EngineSimulator, VirtualClock]
 ) -> None:
     """The engine timed the task out and waits to retry it: the callback is answered
     "attempt finish wrong task"; the retry is answered from the stored result."""
-    engine = exact  # the timeout must fire inside the 1.5 s run: no room for the 3 s poll
-    # The first dispatch times out (1.0 s) while the handler (1.5 s) runs; the retry, 2.5 s
-    # later, is answered from the stored result well inside its own 1.0 s.
-    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1.0)
+    engine, clock = virtual
+    # The first dispatch times out (1 s, at the poll of 3 s on the engine's clock) while the
+    # handler runs (1.5 s of real time); the retry, due 2 s later (int(2.5)), fires at the
+    # poll of 6 s, once the callback came, and is answered from the stored result.
+    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1)
     execution = engine.submit(task)
+    engine.wait_idle()  # acknowledged: the handler runs
+    clock.advance(3)
+    engine.wait_idle()
+    assert engine.task(execution, "encode").status is TaskStatus.READY
+    engine.wait_until(lambda: len(engine.callbacks(execution, "encode")) == 1, timeout=30)
+    clock.advance(3)
     view = engine.wait_for(execution, "encode", timeout=30)
     assert view.status is TaskStatus.SUCCEED, view
     assert service.runs() == {key: 1}
