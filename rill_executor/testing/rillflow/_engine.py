@@ -176,7 +176,7 @@ class EngineSimulator:
         self.timers = timers
         self.clock = SYSTEM_CLOCK if clock is None else checked_clock(clock)
         self._runner = timers_for(self.clock)
-        self._time = Instants(self.clock, timeless=self._runner is self.clock)
+        self._time = Instants(self.clock, timeless=not isinstance(self._runner, RealTimeTimers))
         self.sign_secret = sign_secret
         self.sign_workspaces = None if sign_workspaces is None else frozenset(sign_workspaces)
         self.transport = transport or Transport()
