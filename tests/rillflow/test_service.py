@@ -398,11 +398,17 @@ def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
     assert service.runs() == {key: 1}
     answers = [(c.status_code, c.task_status) for c in engine.callbacks(execution, "encode")]
     assert answers == [(500, TaskStatus.READY), (200, TaskStatus.RUNNING)], answers
-    notices = service.status(key).json()["notices"]
-    assert [(n["status"], n["outcome"]) for n in notices] == [
-        ("dropped", "moved_on"),
-        ("delivered", "ok"),
-    ]
+
+    # The executor records the delivery once the engine's answer is back: after the engine
+    # applied the callback, so wait for the record, not just for the engine.
+    def settled() -> list[tuple[str, str | None]]:
+        notices = service.status(key).json()["notices"]
+        return [(n["status"], n["outcome"]) for n in notices]
+
+    deadline = time.monotonic() + 10
+    while ("pending", None) in settled() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert settled() == [("dropped", "moved_on"), ("delivered", "ok")]
 
 
 @pytest.mark.parametrize("pattern", [Pattern.TASK_SYNC, Pattern.TASK_ASYNC])
