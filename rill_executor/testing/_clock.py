@@ -1,25 +1,78 @@
-"""A clock that moves only when told: the ledger and the in-memory store on simulated time."""
+"""A clock that moves only when told: the ledger, the in-memory store and the engine simulator
+on simulated time."""
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-__all__ = ["VirtualClock"]
+__all__ = ["Schedule", "TimerHandle", "VirtualClock"]
 
 _EPOCH_NS = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z: any fixed instant keeps runs alike
+
+
+@dataclass(eq=False)
+class TimerHandle:
+    """One callback waiting in a ``Schedule``; ``cancel`` keeps it from ever running."""
+
+    due_ns: int
+    callback: Callable[[], None] = field(repr=False)
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Schedule:
+    """Callbacks keyed by their due time (nanoseconds on one clock's ``monotonic_ns``),
+    taken in due order, and those due at the same instant in the order they were added:
+    whoever runs them (a thread on the real clock, ``VirtualClock.advance``) runs them alike.
+    Not locked: its owner holds its own lock around every call."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, TimerHandle]] = []
+        self._order = itertools.count()
+
+    def add(self, due_ns: int, callback: Callable[[], None]) -> TimerHandle:
+        handle = TimerHandle(due_ns, callback)
+        heapq.heappush(self._heap, (due_ns, next(self._order), handle))
+        return handle
+
+    def next_due(self) -> int | None:
+        """The earliest due time of a callback not cancelled; ``None`` when none waits."""
+        while self._heap and self._heap[0][2].cancelled:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ns: int) -> TimerHandle | None:
+        """The earliest callback due at ``now_ns`` or before, taken out; ``None`` if none is."""
+        due = self.next_due()
+        if due is None or due > now_ns:
+            return None
+        return heapq.heappop(self._heap)[2]
 
 
 class VirtualClock:
     """A ``Clock`` (``rill_executor.store.Clock``) whose time passes by ``advance`` or by a
     ``sleep`` of the ledger using it, never by itself: a wait of minutes costs nothing, and
-    the same steps give the same times. Pass one to ``Ledger(clock=…)`` and
-    ``MemoryStore(clock=…)``."""
+    the same steps give the same times. Pass one to ``Ledger(clock=…)``,
+    ``MemoryStore(clock=…)`` and ``EngineSimulator(clock=…)``.
+
+    ``call_at`` and ``call_later`` leave a callback to run when the clock reaches its time:
+    ``advance`` (and so a ``sleep`` on this clock) stops at each due time on its way, in due
+    order, sets the clock there and runs the callback in the advancing thread, so a callback
+    reads the instant it was due and a timer it arms is taken in turn.
+    """
 
     def __init__(self, start_ns: int = _EPOCH_NS) -> None:
         self._lock = threading.Lock()
         self._wall_ns = start_ns
         self._mono_ns = 0
+        self._schedule = Schedule()
 
     def monotonic_ns(self) -> int:
         return self._mono_ns
@@ -27,14 +80,41 @@ class VirtualClock:
     def time_ns(self) -> int:
         return self._wall_ns
 
+    def call_at(self, when_ns: int, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once the clock's ``monotonic_ns`` reaches ``when_ns`` (at the
+        next ``advance`` if it already has)."""
+        with self._lock:
+            return self._schedule.add(when_ns, callback)
+
+    def call_later(self, seconds: float, callback: Callable[[], None]) -> TimerHandle:
+        """Run ``callback`` once ``seconds`` (at least 0) have passed on this clock."""
+        with self._lock:
+            due = self._mono_ns + round(max(seconds, 0.0) * 1e9)
+            return self._schedule.add(due, callback)
+
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` pass (at least 0)."""
+        """Let ``seconds`` pass (at least 0), running the callbacks due on the way.
+
+        A callback that raises stops the advance there (the clock stays at its due time)."""
         if seconds < 0:
             raise ValueError(f"time does not go back: advance({seconds!r})")
-        step = round(seconds * 1e9)
-        with self._lock:
-            self._wall_ns += step
-            self._mono_ns += step
+        left = round(seconds * 1e9)
+        while True:
+            with self._lock:
+                due = self._schedule.next_due()
+                if due is None or due > self._mono_ns + left:
+                    self._move(left)
+                    return
+                step = max(due - self._mono_ns, 0)
+                self._move(step)
+                left -= step
+                handle = self._schedule.pop_due(self._mono_ns)
+            if handle is not None:
+                handle.callback()  # outside the lock: it may read the clock or arm a timer
+
+    def _move(self, step_ns: int) -> None:
+        self._wall_ns += step_ns
+        self._mono_ns += step_ns
 
     def sleep(self, seconds: float) -> None:
         self._slept(seconds)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from rill_executor.testing import VirtualClock
 from rill_executor.testing.drill import FaultProxy
 from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task, TaskStatus
 
@@ -68,6 +69,16 @@ def exact() -> Iterator[EngineSimulator]:
         yield engine
 
 
+@pytest.fixture
+def virtual() -> Iterator[tuple[EngineSimulator, VirtualClock]]:
+    """An engine on its own timing (the 3 s poll) whose timers fire only when the test
+    advances its clock: a timer lands exactly where the test needs it, with no waiting. The
+    executor keeps the real clock: it is a real process on a real store."""
+    clock = VirtualClock()
+    with EngineSimulator(clock=clock) as engine:
+        yield engine, clock
+
+
 def segment(
     url: str, pattern: Pattern, retry: Retry | None = None, **job: object
 ) -> tuple[Task, str]:
@@ -100,6 +111,7 @@ def told_once(engine: EngineSimulator, execution: str) -> bool:
     )
 
 
+# real clock: the engine's read timeout is a socket timeout; the run is real, in a process
 def test_a_slow_sync_handler_runs_once_across_the_resend(
     service: ExecutorService, engine: EngineSimulator
 ) -> None:
@@ -112,6 +124,7 @@ def test_a_slow_sync_handler_runs_once_across_the_resend(
     assert service.runs() == {key: 1}
 
 
+# real clock: the timers must fall inside the handler's real 2 s run, in a uvicorn process
 def test_an_async_timeout_and_retries_while_it_runs_execute_once(
     service: ExecutorService, exact: EngineSimulator
 ) -> None:
@@ -124,6 +137,7 @@ def test_an_async_timeout_and_retries_while_it_runs_execute_once(
     assert applied(engine, execution).count(200) == 1
 
 
+# real clock: the redo must land inside the handler's real 1.5 s run, in a uvicorn process
 def test_a_redo_of_a_running_task_does_not_run_it_again(
     service: ExecutorService, engine: EngineSimulator
 ) -> None:
@@ -155,6 +169,7 @@ def _engine_port(engine: EngineSimulator) -> int:
     return port
 
 
+# real clock: a real process killed with SIGKILL, restarted, and its store's own clock
 def test_a_crash_between_commit_and_callback_loses_nothing(store_url: str, tmp_path: Path) -> None:
     gate = FaultProxy("127.0.0.1", None)  # the engine is unreachable at first
     engine = _Behind()
@@ -198,6 +213,7 @@ def _ended_once(
     assert [a["outcome"] for a in status["attempts"]].count("succeeded") == 1
 
 
+# real clock: a process killed with SIGKILL; its re-drive waits on the store's own clock
 def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -222,6 +238,7 @@ def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
         service.stop()
 
 
+# real clock: a process killed with SIGKILL; its re-drive waits on the store's own clock
 def test_a_timeout_the_engine_does_not_arm_leaves_a_killed_run_to_the_executor(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -248,12 +265,13 @@ def test_a_timeout_the_engine_does_not_arm_leaves_a_killed_run_to_the_executor(
 
 
 def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
-    service: ExecutorService, engine: EngineSimulator
+    service: ExecutorService, virtual: tuple[EngineSimulator, VirtualClock]
 ) -> None:
     """A redo of a task waiting for its retry does not cancel the retry (DAGRunner.resetTask
     leaves the engine's time check alone): the redo's dispatch and, at the engine's next
     poll, the retry's reach the executor. The job is handed off meanwhile, so both find it
     running: one run, one result, one applied callback."""
+    engine, clock = virtual
     gate = FaultProxy("127.0.0.1", None)  # the first dispatch finds nobody: a retry is due
     done = {"uri": "s3://segments/encoded-by-the-farm.mp4", "frames": 250}
     try:
@@ -278,6 +296,8 @@ def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
             timeout=5,
         )
         assert held.status_code == 200, held.text
+        assert sum(d.ok for d in engine.dispatches(execution, "encode")) == 1  # not yet due
+        clock.advance(3)  # the retry, due at 1 s, fires at the engine's poll of 3 s
         engine.wait_until(
             lambda: sum(d.ok for d in engine.dispatches(execution, "encode")) == 2, timeout=20
         )  # and the retry's dispatch, answered while the run holds the job
@@ -289,6 +309,7 @@ def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
         gate.close()
 
 
+# real clock: a real outage of the store's connection, and leases on the store's own clock
 @pytest.mark.parametrize("server", ["postgres", "redis"])
 def test_the_stores_connection_cut_mid_run_ends_in_one_result(
     server: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -313,6 +334,7 @@ def test_the_stores_connection_cut_mid_run_ends_in_one_result(
         link.close()
 
 
+# real clock: a real process killed with SIGKILL while its callback is cut off by a proxy
 def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Path) -> None:
     """The engine applied the callback but its answer was lost: the resend is answered
     "repeated finish", which counts as delivered."""
@@ -355,25 +377,38 @@ def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Pa
 
 
 def test_a_callback_to_a_task_waiting_for_its_retry_keeps_the_result(
-    service: ExecutorService, exact: EngineSimulator
+    service: ExecutorService, virtual: tuple[EngineSimulator, VirtualClock]
 ) -> None:
     """The engine timed the task out and waits to retry it: the callback is answered
     "attempt finish wrong task"; the retry is answered from the stored result."""
-    engine = exact  # the timeout must fire inside the 1.5 s run: no room for the 3 s poll
-    # The first dispatch times out (1.0 s) while the handler (1.5 s) runs; the retry, 2.5 s
-    # later, is answered from the stored result well inside its own 1.0 s.
-    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1.0)
+    engine, clock = virtual
+    # The first dispatch times out (1 s, at the poll of 3 s on the engine's clock) while the
+    # handler runs (1.5 s of real time); the retry, due 2 s later (int(2.5)), fires at the
+    # poll of 6 s, once the callback came, and is answered from the stored result.
+    task, key = segment(service.url, Pattern.TASK_ASYNC, Retry(1, 2.5), seconds=1.5, timeout=1)
     execution = engine.submit(task)
+    engine.wait_idle()  # acknowledged: the handler runs
+    clock.advance(3)
+    engine.wait_idle()
+    assert engine.task(execution, "encode").status is TaskStatus.READY
+    engine.wait_until(lambda: len(engine.callbacks(execution, "encode")) == 1, timeout=30)
+    clock.advance(3)
     view = engine.wait_for(execution, "encode", timeout=30)
     assert view.status is TaskStatus.SUCCEED, view
     assert service.runs() == {key: 1}
     answers = [(c.status_code, c.task_status) for c in engine.callbacks(execution, "encode")]
     assert answers == [(500, TaskStatus.READY), (200, TaskStatus.RUNNING)], answers
-    notices = service.status(key).json()["notices"]
-    assert [(n["status"], n["outcome"]) for n in notices] == [
-        ("dropped", "moved_on"),
-        ("delivered", "ok"),
-    ]
+
+    # The executor records the delivery once the engine's answer is back: after the engine
+    # applied the callback, so wait for the record, not just for the engine.
+    def settled() -> list[tuple[str, str | None]]:
+        notices = service.status(key).json()["notices"]
+        return [(n["status"], n["outcome"]) for n in notices]
+
+    deadline = time.monotonic() + 10
+    while ("pending", None) in settled() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert settled() == [("dropped", "moved_on"), ("delivered", "ok")]
 
 
 @pytest.mark.parametrize("pattern", [Pattern.TASK_SYNC, Pattern.TASK_ASYNC])
@@ -392,6 +427,7 @@ def test_failures_reach_the_engine_terminal_ones_are_not_rerun(
         assert len(failed) == 3 and "cannot encode" in json.loads(failed[0].body_text)["error_msg"]
 
 
+# real clock: a real process stopped past its lease, judged on the store's own clock
 def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -434,6 +470,7 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
         front.close()
 
 
+# real clock: a real process stopped past its hand-off's lease, judged on the store's own clock
 def test_a_stopped_attempts_completion_token_is_refused_after_a_takeover(
     store_url: str, tmp_path: Path
 ) -> None:

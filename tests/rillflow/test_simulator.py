@@ -7,7 +7,6 @@ import hashlib
 import hmac
 import itertools
 import json
-import math
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 from fastapi import BackgroundTasks, FastAPI, Request, Response
 
 from rill_executor._errors import ConfigError, UsageError
+from rill_executor.testing import VirtualClock
 from rill_executor.testing.rillflow import (
     DispatchRecord,
     EngineSimulator,
@@ -154,6 +154,15 @@ def exact() -> Iterator[EngineSimulator]:
         yield simulator
 
 
+@pytest.fixture
+def virtual() -> Iterator[tuple[EngineSimulator, VirtualClock]]:
+    """An engine on the engine's own (poll) timing and a virtual clock: no timer fires until
+    the test advances the clock, then each fires at its instant."""
+    clock = VirtualClock()
+    with EngineSimulator(clock=clock) as simulator:
+        yield simulator, clock
+
+
 def _callback_url(engine: EngineSimulator, execution_id: str, task_name: str) -> str:
     return engine.wait_for_dispatches(execution_id, task_name, 1)[-1].headers["X-Callback-Url"]
 
@@ -245,6 +254,7 @@ def test_a_failing_sync_answer_records_the_executor_message(
 def test_a_sync_handler_slower_than_the_read_timeout_is_resent_once_then_fails(
     engine: EngineSimulator, executor: Executor
 ) -> None:
+    # real clock: the engine's HTTP client timeouts are socket timeouts, on no virtual clock
     execution_id = engine.submit(Task("slow", f"{executor.url}/slow"))
 
     view = engine.wait_for(execution_id, "slow")
@@ -331,61 +341,66 @@ def test_an_async_task_called_back_with_a_failure_status_fails(
     assert (view.message, view.output) == ("codec missing", None)
 
 
-def _timed_out(engine: EngineSimulator, executor: Executor, task: Task, *others: Task) -> str:
+def _timed_out(
+    virtual: tuple[EngineSimulator, VirtualClock], task: Task, *others: Task
+) -> tuple[EngineSimulator, str]:
+    """``task`` dispatched and timed out (its 1 s timeout at the engine's poll of 3 s)."""
+    engine, clock = virtual
     execution_id = engine.submit(task, *others, dispatch=False)
     engine.dispatch(execution_id, task.name)
-    engine.wait_until(
-        lambda: any(t.reason == "timeout" for t in engine.task(execution_id, task.name).history)
-    )
-    return execution_id
+    engine.wait_idle()
+    clock.advance(3)
+    engine.wait_idle()
+    assert any(t.reason == "timeout" for t in engine.task(execution_id, task.name).history)
+    return engine, execution_id
 
 
 def test_a_callback_after_the_timeout_while_a_retry_waits_is_an_attempt_on_the_wrong_task(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
     task = Task(
         "encode",
         f"{executor.url}/ack",
         Pattern.TASK_ASYNC,
         retry=Retry(max_retry_times=1, interval_in_seconds=60),
-        timeout_in_seconds=0.2,
+        timeout_in_seconds=1,
     )
-    execution_id = _timed_out(exact, executor, task)
-    assert exact.task(execution_id, "encode").status is TaskStatus.READY
+    engine, execution_id = _timed_out(virtual, task)
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY
 
-    late = http.post(_callback_url(exact, execution_id, "encode"), json={"url": "late"})
+    late = http.post(_callback_url(engine, execution_id, "encode"), json={"url": "late"})
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "attempt finish wrong task encode"
-    assert exact.task(execution_id, "encode").status is TaskStatus.READY
-    assert exact.callbacks(execution_id)[-1].task_status is TaskStatus.READY
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY
+    assert engine.callbacks(execution_id)[-1].task_status is TaskStatus.READY
 
 
 def test_a_callback_after_the_timeout_failed_the_task_is_a_repeated_finish(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
-    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
     waiting = Task("publish", f"{executor.url}/echo")  # keeps the execution running
-    execution_id = _timed_out(exact, executor, task, waiting)
-    view = exact.task(execution_id, "encode")
+    engine, execution_id = _timed_out(virtual, task, waiting)
+    view = engine.task(execution_id, "encode")
     assert (view.status, view.message) == (TaskStatus.FAILED, "timeout")
 
-    late = http.get(_callback_url(exact, execution_id, "encode"))
+    late = http.get(_callback_url(engine, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
     assert late.json()["error"] == "repeated finish task encode"
-    assert exact.task(execution_id, "encode").status is TaskStatus.FAILED
+    assert engine.task(execution_id, "encode").status is TaskStatus.FAILED
 
 
 def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_finished(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
-    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=0.2)
-    execution_id = _timed_out(exact, executor, task)
+    task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
+    engine, execution_id = _timed_out(virtual, task)
 
-    late = http.post(_callback_url(exact, execution_id, "encode"))
+    late = http.post(_callback_url(engine, execution_id, "encode"))
 
     assert late.status_code == 500
     assert late.json()["error_code"] == 30601
@@ -393,24 +408,26 @@ def test_a_callback_after_the_timeout_finished_the_execution_is_answered_is_fini
 
 
 def test_an_async_timeout_tells_the_executor_nothing_and_the_retry_is_accepted(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
     task = Task(
         "encode",
         f"{executor.url}/ack",
         Pattern.TASK_ASYNC,
-        retry=Retry(max_retry_times=1, interval_in_seconds=0.05),
-        timeout_in_seconds=0.2,
+        retry=Retry(max_retry_times=1, interval_in_seconds=1),
+        timeout_in_seconds=1,
     )
-    execution_id = _timed_out(exact, executor, task)
-    exact.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
-    first, retry = exact.wait_for_dispatches(execution_id, "encode", 2)
+    engine, execution_id = _timed_out(virtual, task)
+    assert engine.task(execution_id, "encode").status is TaskStatus.READY  # the retry waits
+    virtual[1].advance(3)  # due at 4 s, fired at the poll of 6 s
+    engine.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    first, retry = engine.wait_for_dispatches(execution_id, "encode", 2)
 
     # The late callback of attempt 1 lands on the RUNNING attempt 2: the engine cannot tell.
     late = http.post(first.headers["X-Callback-Url"], json={"from": "attempt 1"})
 
     assert late.status_code == 200
-    view = exact.task(execution_id, "encode")
+    view = engine.task(execution_id, "encode")
     assert (view.status, view.output, view.attempts) == (
         TaskStatus.SUCCEED,
         {"from": "attempt 1"},
@@ -451,6 +468,8 @@ def test_a_bad_retry_policy_is_refused(bad: dict[str, Any]) -> None:
 def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_out(
     exact: EngineSimulator, executor: Executor
 ) -> None:
+    # real clock: the default timer runner (a thread on the real clock, no clock given) must
+    # fire timers by itself, after their delays and never before
     answer = json.dumps({"result_type": "FAILED"})
     retry = Retry(max_retry_times=2, interval_in_seconds=0.05, multiplier=2)
     execution_id = exact.submit(
@@ -484,41 +503,94 @@ def test_the_engines_retry_interval_is_whole_seconds_the_exact_clocks_is_not() -
         EngineSimulator(timers="fast")  # type: ignore[arg-type]
 
 
-def _next_poll(at: float, delay: float) -> float:
-    """When the engine's poll (epoch seconds divisible by 3) picks up a timer due then."""
-    return math.ceil((at + delay) / 3) * 3
-
-
-EARLY = 0.01  # the wall clock against the timer's monotonic one
+NS = 10**9
 
 
 def test_a_retry_fires_at_the_engines_next_poll_never_before(
-    engine: EngineSimulator, executor: Executor
+    virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
+    engine, clock = virtual
+    start = clock.time_ns()
+    assert start % (3 * NS) == 0  # the poll: epoch seconds divisible by 3
+    clock.advance(1.4)  # the retry falls due at 2.4 s, between two polls
     answer = json.dumps({"result_type": "FAILED"})
     retry = Retry(max_retry_times=1, interval_in_seconds=1)
     execution_id = engine.submit(
         Task("t", f"{executor.url}/answer", input={"answer": answer}, retry=retry)
     )
+    engine.wait_idle()
+    (scheduled,) = [t for t in engine.task(execution_id, "t").history if "scheduled" in t.reason]
+    assert round(scheduled.at * NS) == start + 1_400_000_000
 
-    view = engine.wait_for(execution_id, "t", timeout=10)
+    clock.advance(1.6 - 1e-9)  # due, but the poll has not looked yet
+    engine.wait_idle()
+    assert len(engine.dispatches(execution_id, "t")) == 1
 
+    clock.advance(1e-9)  # the poll at 3 s
+    engine.wait_idle()
+    view = engine.wait_for(execution_id, "t")
     _, retried = engine.dispatches(execution_id, "t")
-    (scheduled,) = [t for t in view.history if t.reason == "retry 1 scheduled"]
-    assert retried.started_at >= _next_poll(scheduled.at, 1) - EARLY
+    assert round(retried.started_at * NS) == start + 3 * NS
+    assert retried.ts == (start + 3 * NS) // 10**6  # the callback URL's ts: the engine's clock
+    assert (view.status, view.attempts) == (TaskStatus.FAILED, 2)
 
 
 def test_a_timeout_fires_at_the_engines_next_poll_never_before(
-    engine: EngineSimulator, executor: Executor
+    virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
+    engine, clock = virtual
+    start = clock.time_ns()
+    clock.advance(4.2)  # acknowledged at 4.2 s: the timeout falls due at 5.2 s
     task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
     execution_id = engine.submit(task)
+    engine.wait_idle()
+    assert engine.task(execution_id, "encode").status is TaskStatus.RUNNING
 
-    view = engine.wait_for(execution_id, "encode", timeout=10)
+    clock.advance(1.8 - 1e-9)
+    engine.wait_idle()
+    assert engine.task(execution_id, "encode").status is TaskStatus.RUNNING
 
-    (dispatch,) = engine.dispatches(execution_id, "encode")
+    clock.advance(1e-9)  # the poll at 6 s
+    engine.wait_idle()
+    view = engine.task(execution_id, "encode")
     (timed_out,) = [t for t in view.history if t.reason == "timeout"]
-    assert timed_out.at >= _next_poll(dispatch.started_at + dispatch.elapsed, 1) - EARLY
+    assert round(timed_out.at * NS) == start + 6 * NS
+    assert (view.status, view.message) == (TaskStatus.FAILED, "timeout")
+
+
+def test_timers_fire_in_due_order_whatever_order_they_were_armed_in(
+    executor: Executor,
+) -> None:
+    # On the exact clock: a timeout armed after a retry but due before it fires first.
+    clock = VirtualClock()
+    with EngineSimulator(clock=clock, timers="exact") as engine:
+        answer = json.dumps({"result_type": "FAILED"})
+        slow = engine.submit(
+            Task(
+                "t",
+                f"{executor.url}/answer",
+                input={"answer": answer},
+                retry=Retry(max_retry_times=1, interval_in_seconds=2),
+            )
+        )
+        engine.wait_idle()
+        fast = engine.submit(
+            Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, timeout_in_seconds=1)
+        )
+        engine.wait_idle()
+
+        clock.advance(5)
+        engine.wait_idle()
+
+        timed_out = engine.task(fast, "encode").history[-1]
+        retried = engine.dispatches(slow, "t")[-1]
+        assert (timed_out.reason, round(timed_out.at - clock.time_ns() / NS, 6)) == ("timeout", -4)
+        assert round(retried.started_at - clock.time_ns() / NS, 6) == -3
+
+
+def test_a_clock_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ConfigError, match="not a Clock"):
+        EngineSimulator(clock=object())  # type: ignore[arg-type]
 
 
 def test_a_timeout_that_is_not_a_whole_number_arms_no_timeout(
@@ -597,24 +669,27 @@ def test_a_redo_of_a_running_task_counts_no_attempt_so_the_task_gets_one_retry_m
 
 
 def test_a_redo_of_a_task_waiting_for_its_retry_leaves_the_retry_to_fire_alongside(
-    http: httpx.Client, exact: EngineSimulator, executor: Executor
+    http: httpx.Client, virtual: tuple[EngineSimulator, VirtualClock], executor: Executor
 ) -> None:
-    # Not about when the retry fires (that is the poll's, tested above): the exact clock
-    # only spares this test the poll's wait.
+    engine, clock = virtual
     retry = Retry(max_retry_times=1, interval_in_seconds=1)
     task = Task("encode", f"{executor.url}/ack", Pattern.TASK_ASYNC, retry=retry)
-    execution_id = exact.submit(task)
-    (first,) = exact.wait_for_dispatches(execution_id, "encode", 1)
-    exact.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
-    _fail_by_callback(http, first)  # READY: the retry is due in 1 s
+    execution_id = engine.submit(task)
+    (first,) = engine.wait_for_dispatches(execution_id, "encode", 1)
+    engine.wait_for_status(execution_id, "encode", TaskStatus.RUNNING)
+    _fail_by_callback(http, first)  # READY: the retry is due in 1 s, at the poll of 3 s
 
-    exact.redo(execution_id, "encode")
+    engine.redo(execution_id, "encode")
+    _, redone = engine.wait_for_dispatches(execution_id, "encode", 2)
+    engine.wait_idle()
+    clock.advance(3)
 
     # DAGRunner.resetTask leaves the time check alone: the retry still fires, and the time
     # check dispatches the task whatever its state (TimeCheckRunner, TASK_WAIT_CHECK).
-    _, redone, retried = exact.wait_for_dispatches(execution_id, "encode", 3)
+    _, redone, retried = engine.wait_for_dispatches(execution_id, "encode", 3)
     assert redone.ts < retried.ts
-    view = exact.task(execution_id, "encode")
+    engine.wait_idle()
+    view = engine.task(execution_id, "encode")
     assert (view.status, view.attempts) == (TaskStatus.RUNNING, 2)  # the retry joined the redo
     seen = [s for s in executor.received("/ack") if s.query["execution_id"] == execution_id]
     assert len(seen) == 3

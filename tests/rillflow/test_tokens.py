@@ -28,6 +28,8 @@ from rill_executor import (
     current_async_claim,
 )
 from rill_executor.rillflow import CompletionTokens, InvalidToken, RillFlowExecutor, status_router
+from rill_executor.store import AsyncMemoryStore, MemoryStore
+from rill_executor.testing import VirtualClock
 from rill_executor.testing.rillflow import (
     EngineSimulator,
     Pattern,
@@ -54,11 +56,15 @@ class Rendered(BaseModel):
 
 
 class Service:
-    def __init__(self) -> None:
+    def __init__(self, clock: VirtualClock | None = None) -> None:
         self.runs: Counter[str] = Counter()
         self.tokens: dict[str, str] = {}  # key -> the last token handed off
         self.leases: dict[str, datetime] = {}  # key -> the lease a def handler saw after it
-        self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        if clock is None:
+            self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
+        else:  # the ledger and its store on the test's clock
+            store = AsyncMemoryStore(MemoryStore(clock=clock))
+            self.ledger = AsyncLedger(store, namespace="render", lease=5, clock=clock)
         self.executor = RillFlowExecutor(self.ledger, token_secret=SECRET, engines=["127.0.0.1"])
         self.app = FastAPI(lifespan=self.executor.lifespan)
 
@@ -225,9 +231,16 @@ def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
     assert service.executor._handoffs.forged == (2 if reason == "forged" else 0)
 
 
-def test_an_expired_token_is_refused_and_commits_nothing(
-    service: Service, running: str, engine: EngineSimulator
-) -> None:
+def test_an_expired_token_is_refused_and_commits_nothing(engine: EngineSimulator) -> None:
+    # The token expires on the real clock (it is checked where no test clock reaches); the
+    # ledger and its store keep a virtual one, so the hand-off's lease of the same 0.3 s
+    # cannot lapse, and the job be re-driven, while a loaded machine gets to the checks.
+    service = Service(VirtualClock())
+    with serve_app(service.app, lifespan="on") as running:
+        _expired_token_refused(service, running, engine)
+
+
+def _expired_token_refused(service: Service, running: str, engine: EngineSimulator) -> None:
     _submit(engine, running, ttl=0.3)
     token = _token(service, engine)
     tokens = CompletionTokens(SECRET)
@@ -249,14 +262,28 @@ def _expired(tokens: CompletionTokens, token: str) -> bool:
     return False
 
 
-def test_a_superseded_token_is_refused_and_the_new_attempt_stands(
-    service: Service, running: str, engine: EngineSimulator
-) -> None:
+def test_a_superseded_token_is_refused_and_the_new_attempt_stands() -> None:
     # The first run hands off with a short lease and no heartbeat; the engine's timeout
     # dispatches again, the new attempt takes over the expired lease and renders itself.
-    retry = Retry(max_retry_times=5, interval_in_seconds=0.2)
-    execution = _submit(engine, running, retry=retry, timeout=1, lease=0.5, then="render")
+    # The engine, the ledger and its store share one virtual clock: the timeout's poll and
+    # the lease running out cost no waiting.
+    clock = VirtualClock()
+    service = Service(clock)
+    with serve_app(service.app, lifespan="on") as running, EngineSimulator(clock=clock) as engine:
+        _superseded(service, running, engine, clock)
+
+
+def _superseded(
+    service: Service, running: str, engine: EngineSimulator, clock: VirtualClock
+) -> None:
+    retry = Retry(max_retry_times=5, interval_in_seconds=0)  # at once, after the timeout
+    execution = _submit(engine, running, retry=retry, timeout=1, lease=2, then="render")
     stale = _token(service, engine)
+    engine.wait_idle()
+    assert engine.task(execution, "render").status is TaskStatus.RUNNING
+    # The timeout, due at 1 s, fires at the engine's poll of 3 s, past the 2 s lease; the
+    # advance ends at that instant, so the retry's run finds the clock there.
+    clock.advance(3)
     view = engine.wait_for(execution, "render", timeout=20)
     assert view.status is TaskStatus.SUCCEED and view.output == {"uri": "s3://frames/S:1/here"}
     answer = _complete(running, stale, {"result": {"uri": "s3://frames/S:1/farm"}})

@@ -13,7 +13,6 @@ else (``FlowController.trigger``), so an unknown execution or task is answered
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +21,8 @@ from typing import Any, Protocol
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
+
+from rill_executor.store import Clock
 
 from ._model import CallbackRecord, TaskStatus
 
@@ -61,6 +62,7 @@ class Finisher(Protocol):
     # Called with each callback's query before anything else; an answer it returns is
     # sent (and recorded) instead, and the callback is not applied (a fault drill's hook).
     intercept: Callable[[Mapping[str, str]], Answer | None] | None
+    clock: Clock  # stamps each callback's arrival
 
     def task_exists(self, execution_id: str, task_name: str) -> bool: ...
 
@@ -174,7 +176,7 @@ def build_app(engine: Finisher) -> FastAPI:
     async def handle(request: Request, endpoint: str) -> JSONResponse:
         text = (await request.body()).decode("utf-8", errors="replace")
         query = dict(request.query_params)
-        received_at = time.time()
+        received_at = engine.clock.time_ns() / 1e9
 
         def record(answer: Answer) -> CallbackRecord:
             return CallbackRecord(

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import httpx
+
+from rill_executor.store import SYSTEM_CLOCK
 
 from ._model import DispatchRecord, Pattern, Task, TaskStatus
 
@@ -31,6 +32,14 @@ __all__ = [
 ]
 
 FORM = "application/x-www-form-urlencoded"
+
+
+class Stamps(Protocol):
+    """The clock a dispatch is stamped with (``started_at``, ``elapsed``)."""
+
+    def time_ns(self) -> int: ...
+
+    def monotonic_ns(self) -> int: ...
 
 
 class DispatchRefused(Exception):
@@ -227,6 +236,7 @@ def send(
     task_name: str,
     attempt: int,
     ts: int,
+    clock: Stamps = SYSTEM_CLOCK,
 ) -> tuple[list[DispatchRecord], str | None]:
     """Send a dispatch, resending once on any failure; the records and the answer's body.
 
@@ -235,7 +245,7 @@ def send(
     """
     records: list[DispatchRecord] = []
     for number in range(1, 3 if transport.resend else 2):
-        started_at, started = time.time(), time.monotonic()
+        started_at, started = clock.time_ns() / 1e9, clock.monotonic_ns()
         headers = _agent_headers(prepared.headers)
         status_code, text, error = _send_once(client, prepared, headers)
         record = DispatchRecord(
@@ -250,7 +260,7 @@ def send(
             body=None if prepared.body is None else dict(prepared.body),
             ts=ts,
             started_at=started_at,
-            elapsed=time.monotonic() - started,
+            elapsed=(clock.monotonic_ns() - started) / 1e9,
             status_code=status_code,
             response_text=text,
             error=error,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import math
 import threading
 import time
 import uuid
@@ -18,7 +17,10 @@ from typing import Any, Literal
 import httpx
 
 from rill_executor import ConfigError, UsageError
+from rill_executor._clock import checked_clock
+from rill_executor.store import SYSTEM_CLOCK, Clock
 
+from .._clock import TimerHandle
 from . import _mapping
 from ._callbacks import Answer, FinishRequest, build_app, error_answer, ok_answer
 from ._dag import Dag, ForeachNode, FunctionNode, Node
@@ -46,6 +48,7 @@ from ._model import (
 from ._policy import Retry
 from ._server import serve_app
 from ._sign import callback_url
+from ._timers import Instant, Instants, RealTimeTimers, timers_for
 
 __all__ = ["EngineSimulator"]
 
@@ -55,6 +58,7 @@ INTERNAL = 30101  # BizError.ERROR_INTERNAL, e.g. the task lock not obtained
 # FlowSchedulerJobs.businessTimeCheck, cron "0/3 * * * * *": the engine looks for due retries
 # and timeouts at every third second of the minute, i.e. at epoch seconds divisible by 3.
 POLL_SECONDS = 3
+_POLL_NS = POLL_SECONDS * 10**9
 _AUTH = "generate_auth"
 
 
@@ -140,6 +144,13 @@ class EngineSimulator:
     at once. ``"exact"`` is a test clock the engine does not have: each timer fires after
     exactly its delay, fractions of a second taken as given. Ask for it by name, where a
     test is about something other than the engine's clock and would only wait longer.
+
+    ``clock`` is the time the timers wait on and every record is stamped with (default: the
+    real one). With a ``rill_executor.testing.VirtualClock`` no timer fires by itself: the
+    clock's ``advance`` fires each due retry or timeout at its instant (on the poll with
+    ``timers="poll"``), in due order, and ``wait_idle`` waits for what it set off. Share the
+    clock with the executor's ``Ledger`` and ``MemoryStore`` and a retry minutes away, or a
+    lease running out, costs no waiting.
     """
 
     def __init__(
@@ -153,6 +164,7 @@ class EngineSimulator:
         max_workers: int = 32,
         port: int = 0,
         timers: Literal["poll", "exact"] = "poll",
+        clock: Clock | None = None,
     ) -> None:
         if lock_timeout <= 0 or callback_max_chars <= 0 or max_workers <= 0:
             raise ConfigError("lock_timeout, callback_max_chars and max_workers must be > 0")
@@ -162,6 +174,9 @@ class EngineSimulator:
                 f"got {timers!r}"
             )
         self.timers = timers
+        self.clock = SYSTEM_CLOCK if clock is None else checked_clock(clock)
+        self._runner = timers_for(self.clock)
+        self._time = Instants(self.clock, timeless=not isinstance(self._runner, RealTimeTimers))
         self.sign_secret = sign_secret
         self.sign_workspaces = None if sign_workspaces is None else frozenset(sign_workspaces)
         self.transport = transport or Transport()
@@ -174,7 +189,8 @@ class EngineSimulator:
         self._executions: dict[str, _Execution] = {}
         self._dispatches: list[DispatchRecord] = []
         self._callbacks: list[CallbackRecord] = []
-        self._timers: set[threading.Timer] = set()
+        self._timers: set[TimerHandle] = set()
+        self._busy = 0  # dispatches and fired timers handed to the pool, not yet done
         self._last_ts = 0
         self._url: str | None = None
         self._server: AbstractContextManager[str] | None = None
@@ -212,6 +228,8 @@ class EngineSimulator:
             timers, self._timers = self._timers, set()
         for timer in timers:
             timer.cancel()
+        if isinstance(self._runner, RealTimeTimers):
+            self._runner.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         if self._client is not None:
@@ -433,6 +451,14 @@ class EngineSimulator:
         )
         return self.dispatches(execution_id, task_name)
 
+    def wait_idle(self, *, timeout: float = 10.0) -> None:
+        """Wait until no dispatch and no fired retry or timeout is under way.
+
+        On a virtual clock, call it after ``advance`` to see what the timers it fired did
+        before time moves on (a callback an executor sends later is not waited for).
+        """
+        self.wait_until(lambda: self._busy == 0, timeout=timeout)
+
     # --- the callback side (called by the endpoints) ------------------------------------------
 
     def task_exists(self, execution_id: str, task_name: str) -> bool:
@@ -533,34 +559,46 @@ class EngineSimulator:
 
     def _move(self, state: _TaskState, status: TaskStatus, reason: str) -> None:
         state.status = status
-        state.history.append(Transition(time.time(), status, reason))
+        state.history.append(Transition(self._time.time_ns() / 1e9, status, reason))
         self._changed.notify_all()
 
     def _next_ts(self) -> int:
         # Epoch milliseconds, strictly increasing so that two dispatches never share a ts.
         with self._changed:
-            self._last_ts = max(int(time.time() * 1000), self._last_ts + 1)
+            self._last_ts = max(self._time.time_ns() // 1_000_000, self._last_ts + 1)
             return self._last_ts
 
-    def _spawn(
-        self, execution_id: str, task_name: str, generation: int, retry: object | None = None
-    ) -> None:
+    def _spawn(self, execution_id: str, task_name: str, generation: int) -> None:
         with self._changed:
             if self._closed or self._pool is None:
                 raise UsageError("the simulator is not running; use it as a context manager")
-            self._pool.submit(self._run, execution_id, task_name, generation, retry)
+            self._submit(lambda: self._run(execution_id, task_name, generation, None))
 
-    def _spawn_retry(self, execution_id: str, task_name: str, retry: object) -> None:
-        with self._changed:
-            if not self._closed:
-                self._spawn(execution_id, task_name, 0, retry)
+    def _submit(self, work: Callable[[], None], at: Instant | None = None) -> None:
+        """Run ``work`` on the dispatch pool as from ``at`` (default: now), counted until
+        done (``wait_idle``)."""
+        assert self._pool is not None
+        work = self._time.bind(work, at)
 
-    def _fire_in(self, delay: float) -> float:
-        """Seconds until a timer due in ``delay`` s fires: at the engine's next poll."""
-        if self.timers == "exact":
-            return delay
-        now = time.time()
-        return math.ceil((now + delay) / POLL_SECONDS) * POLL_SECONDS - now
+        def counted() -> None:
+            try:
+                work()
+            finally:
+                with self._changed:
+                    self._busy -= 1
+                    self._changed.notify_all()
+
+        self._busy += 1
+        self._pool.submit(counted)
+
+    def _due(self, delay: float) -> Instant:
+        """When a timer due in ``delay`` s fires: at the engine's next poll (an epoch second
+        divisible by 3), or after exactly ``delay``."""
+        wall, mono = self._time.now()
+        due = wall + round(delay * 1e9)
+        if self.timers == "poll":
+            due = -(-due // _POLL_NS) * _POLL_NS  # rounded up to the poll
+        return due, mono + due - wall
 
     def _retry_delay(self, retry: Retry, k: int) -> float:
         if self.timers == "exact":
@@ -577,21 +615,22 @@ class EngineSimulator:
         # DAGOperations.getTimeoutSeconds: Long.valueOf, then > 0; anything else, no timeout.
         return seconds if float(seconds).is_integer() and seconds > 0 else None
 
-    def _schedule(self, delay: float, action: Callable[[], None]) -> None:
+    def _schedule(self, due: Instant, action: Callable[[], None]) -> None:
+        """Arm a timer: at ``due`` the clock's runner hands ``action`` to the pool, to run as
+        from that instant. The runner (a thread, or whoever advances a virtual clock) never
+        waits for a task lock."""
+
         def fire() -> None:
             with self._changed:
                 self._timers.discard(timer)
-                if self._closed:
-                    return
-            action()
+                if not self._closed:
+                    self._submit(action, at=due)
 
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
         with self._changed:
             if self._closed:
                 return
+            timer = self._runner.call_at(due[1], fire)
             self._timers.add(timer)
-        timer.start()
 
     def _run(
         self, execution_id: str, task_name: str, generation: int, retry: object | None
@@ -656,6 +695,7 @@ class EngineSimulator:
                 task_name=task_name,
                 attempt=attempt,
                 ts=ts,
+                clock=self._time,
             )
             with self._changed:
                 self._dispatches.extend(records)
@@ -688,7 +728,7 @@ class EngineSimulator:
             if timeout is not None:
                 generation = state.generation
                 self._schedule(
-                    self._fire_in(timeout),
+                    self._due(timeout),
                     lambda: self._time_out(execution.id, state.name, generation),
                 )
             elif state.function.timeout_in_seconds is not None:
@@ -743,7 +783,7 @@ class EngineSimulator:
             return
         token, name = object(), state.name
         state.retry = token
-        self._schedule(self._fire_in(delay), lambda: self._spawn_retry(execution_id, name, token))
+        self._schedule(self._due(delay), lambda: self._run(execution_id, name, 0, token))
 
     # --- DAGs --------------------------------------------------------------------------------
 
