@@ -303,7 +303,7 @@ def _namespace(core: LedgerCore, outputs: OutputStore) -> Step:
     listed = yield Blocking(_listed, (outputs, f"{core.namespace}/"))
     store_id = validate_store_id((yield StoreCall("store_id")))
     folders, others = sort_namespace(core.namespace, store_id, listed)
-    now = datetime.now(UTC)
+    now = _now(core)
     found = _Found([], [], [unknown_entry(core.namespace, store_id, o, now) for o in others])
     return store_id, folders, found
 
@@ -312,6 +312,11 @@ def _job_audit(core: LedgerCore, store_id: str, job_id: str, objects: list[Store
     """A job's output objects against its record."""
     found = core.status((yield StoreCall("status", (job_id,))))
     return _audit(core, store_id, job_id, found, objects)
+
+
+def _now(core: LedgerCore) -> datetime:
+    """The ledger's wall clock (``Clock``): an output's age where no record gives the time."""
+    return datetime.fromtimestamp(core.clock.time_ns() / 1e9, UTC)
 
 
 def _listed(outputs: OutputStore, prefix: str) -> list[StoredObject]:
@@ -331,7 +336,7 @@ def _audit(
     status: JobStatus | None,
     objects: list[StoredObject],
 ) -> OutputAudit:
-    now = status.store_time if status else datetime.now(UTC)
+    now = status.store_time if status else _now(core)
     return classify(core.namespace, validate_store_id(store_id), job_id, status, objects, now)
 
 
