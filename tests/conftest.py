@@ -28,6 +28,31 @@ POSTGRES_URL = os.environ.get(
 MARIADB_URL = os.environ.get("RILL_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked ``real_clock`` says why it must wait on a real clock: the named set of
+    tests that do (``pytest -m real_clock --collect-only -q`` lists them; every other test
+    runs on a virtual clock, or waits for nothing but the work it starts)."""
+    for item in items:
+        for mark in item.iter_markers("real_clock"):
+            why = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+            if not isinstance(why, str) or not why.strip():
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.real_clock takes one string, why the test"
+                    f" must wait on a real clock; got args={mark.args!r} kwargs={mark.kwargs!r}"
+                )
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """With ``-m real_clock``: each test that waits on a real clock, with why."""
+    if config.option.markexpr != "real_clock":
+        return []
+    lines = [f"{len(items)} tests wait on a real clock:"]
+    for item in items:
+        mark = item.get_closest_marker("real_clock")
+        lines.append(f"  {item.nodeid}: {mark.args[0] if mark else '?'}")
+    return lines
+
+
 def worker_redis_url(url: str, worker: str | None) -> str:
     """The Redis database of pytest-xdist worker ``worker`` (``gw1``…): the database number
     in ``url``'s path plus the worker's; without xdist (None), ``url`` itself."""

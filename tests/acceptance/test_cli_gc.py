@@ -22,6 +22,7 @@ from rill_executor.store import ClaimRequest, Watch, claimed_row
 from rill_executor_sql import SqlStore
 from rill_executor_sql._flows import _bound, _columns
 from rill_executor_sql._schema import jobs
+from tests.clocks import STORE_CLOCK
 
 from .cli import opts, run
 
@@ -95,6 +96,7 @@ def _json(result: Any) -> dict[str, Any]:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_gc_deletes_what_is_past_retention_in_batches_and_keeps_the_rest(
     store_url: str, namespace: str, seeded: dict[str, Any]
 ) -> None:

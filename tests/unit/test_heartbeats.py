@@ -37,6 +37,7 @@ from rill_executor.store import (
     StoreAnswer,
 )
 from rill_executor.testing import VirtualClock
+from tests.clocks import SYSTEM_CLOCK
 
 LEASE = 3.0  # seconds of the virtual clock; a renewal every second
 PATIENCE = 10.0  # real seconds: how long a test waits for what only a broken thread withholds
@@ -321,6 +322,7 @@ def test_many_short_async_calls_do_not_keep_their_ended_claims() -> None:
     asyncio.run(calls())
 
 
+@pytest.mark.real_clock(SYSTEM_CLOCK)
 def test_a_stream_of_long_async_calls_renews_each_without_a_timer_firing_per_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
