@@ -46,7 +46,7 @@ class Clock(Protocol):
         the heartbeat thread's wait for the next renewal due."""
         ...
 
-    def call_at(
+    def loop_call_at(
         self, loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
     ) -> None:
         """Run ``callback`` in ``loop`` once ``monotonic_ns`` reaches ``when_ns``: an event
@@ -67,7 +67,7 @@ class SystemClock:
         condition.wait(None if until_ns is None else max(0, until_ns - time.monotonic_ns()) / 1e9)
 
     @staticmethod
-    def call_at(
+    def loop_call_at(
         loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
     ) -> None:
         # The loop's own clock need not be this one: only the delay carries over.
@@ -84,7 +84,7 @@ def checked_clock(clock: object) -> Clock:
     """``clock``, or ``ConfigError`` naming what it lacks (before anything reads it)."""
     missing = [
         name
-        for name in ("monotonic_ns", "time_ns", "sleep", "asleep", "wait", "call_at")
+        for name in ("monotonic_ns", "time_ns", "sleep", "asleep", "wait", "loop_call_at")
         if not callable(getattr(clock, name, None))
     ]
     if missing:

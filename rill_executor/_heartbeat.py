@@ -195,13 +195,13 @@ class _Timetable:
         self.waiting.add(watch)
         if watch.due < self.timer_at:  # a later timer may stay armed: it finds nothing due
             self.timer_at = watch.due
-            self.clock.call_at(loop, watch.due, self._fire)
+            self.clock.loop_call_at(loop, watch.due, self._fire)
 
     async def until(self, when_ns: int) -> None:
         """Wait until the clock reaches ``when_ns`` (a renewal task's pause)."""
         loop = asyncio.get_running_loop()
         reached = loop.create_future()
-        self.clock.call_at(loop, when_ns, functools.partial(_resolve, reached))
+        self.clock.loop_call_at(loop, when_ns, functools.partial(_resolve, reached))
         await reached
 
     def _fire(self) -> None:
@@ -216,7 +216,7 @@ class _Timetable:
         first = min(self.waiting, key=_due, default=None)
         if first is not None and first.due < self.timer_at:
             self.timer_at = first.due
-            self.clock.call_at(loop, first.due, self._fire)
+            self.clock.loop_call_at(loop, first.due, self._fire)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

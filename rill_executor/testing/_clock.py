@@ -20,7 +20,7 @@ class VirtualClock:
     the same steps give the same times. Pass one to ``Ledger(clock=…)`` and
     ``MemoryStore(clock=…)``.
 
-    A ledger's heartbeats wait on it too (``wait``, ``call_at``): an ``advance`` wakes the
+    A ledger's heartbeats wait on it too (``wait``, ``loop_call_at``): an ``advance`` wakes the
     heartbeat thread and fires the event loops' timers whose time it reaches, so a test renews
     leases by moving the clock, without waiting a lease's worth of real time.
     """
@@ -88,7 +88,7 @@ class VirtualClock:
         # wakes no other waiter, so a wake-up the waiter's code forgets stays missing.
         condition.wait()
 
-    def call_at(
+    def loop_call_at(
         self, loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
     ) -> None:
         with self._lock:
