@@ -232,9 +232,16 @@ async def _until(done: Callable[[], bool], what: str) -> None:
 
 
 async def _slow_async(
-    ledger: AsyncLedger, store: _Renewals, clock: VirtualClock, name: str
+    ledger: AsyncLedger,
+    store: _Renewals,
+    clock: VirtualClock,
+    name: str,
+    turns: threading.Barrier | None = None,
 ) -> list[object]:
-    """``_slow`` on an event loop: four renewal intervals, each ended by its own renewal."""
+    """``_slow`` on an event loop: four renewal intervals, each ended by its own renewal.
+    Handlers on several threads share the clock through ``turns``: one of them moves it
+    each round, once all have been renewed (moved by each, it would pass a lease between
+    two renewals of a loop that did not run meanwhile)."""
     seen: list[object] = []
 
     @ledger.idempotent(key=lambda k: k, name=name)
@@ -242,7 +249,8 @@ async def _slow_async(
         job = current_async_claim().job_id
         for _ in range(4):
             before = store.of_job[job]
-            clock.advance(LEASE / 3)
+            if turns is None or turns.wait(PATIENCE) == 0:
+                clock.advance(LEASE / 3)
             await _until(
                 functools.partial(_more, store.of_job, job, before),
                 f"{name}: no renewal at {clock!r}",
@@ -274,9 +282,12 @@ def test_one_ledger_renews_async_claims_on_each_event_loop_it_serves() -> None:
     for name in ("first", "second"):  # a new event loop each time, as asyncio.run makes
         seen = asyncio.run(_slow_async(ledger, store, clock, name))
         assert all(isinstance(s, InProgress) for s in seen), (name, seen)
+    turns = threading.Barrier(2)
     threads = [
         threading.Thread(
-            target=lambda n=n: results.append(asyncio.run(_slow_async(ledger, store, clock, n)))
+            target=lambda n=n: results.append(
+                asyncio.run(_slow_async(ledger, store, clock, n, turns))
+            )
         )
         for n in ("third", "fourth")
     ]
