@@ -11,7 +11,9 @@ schedule exactly. The real stores judge leases on their servers' clocks, as alwa
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from ._errors import ConfigError
@@ -38,6 +40,19 @@ class Clock(Protocol):
         """``sleep``'s asyncio twin (an ``AsyncLedger``'s pause)."""
         ...
 
+    def wait(self, condition: threading.Condition, until_ns: int | None) -> None:
+        """Wait on ``condition`` (held) until it is notified or ``monotonic_ns`` reaches
+        ``until_ns`` (None: until notified). Unlike ``sleep``, the time is passed by others:
+        the heartbeat thread's wait for the next renewal due."""
+        ...
+
+    def loop_call_at(
+        self, loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
+    ) -> None:
+        """Run ``callback`` in ``loop`` once ``monotonic_ns`` reaches ``when_ns``: an event
+        loop's heartbeat timer."""
+        ...
+
 
 class SystemClock:
     """The process's own clocks."""
@@ -46,6 +61,17 @@ class SystemClock:
     time_ns = staticmethod(time.time_ns)
     sleep = staticmethod(time.sleep)
     asleep = staticmethod(asyncio.sleep)
+
+    @staticmethod
+    def wait(condition: threading.Condition, until_ns: int | None) -> None:
+        condition.wait(None if until_ns is None else max(0, until_ns - time.monotonic_ns()) / 1e9)
+
+    @staticmethod
+    def loop_call_at(
+        loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
+    ) -> None:
+        # The loop's own clock need not be this one: only the delay carries over.
+        loop.call_at(loop.time() + (when_ns - time.monotonic_ns()) / 1e9, callback)
 
     def __repr__(self) -> str:
         return "SystemClock()"
@@ -58,7 +84,7 @@ def checked_clock(clock: object) -> Clock:
     """``clock``, or ``ConfigError`` naming what it lacks (before anything reads it)."""
     missing = [
         name
-        for name in ("monotonic_ns", "time_ns", "sleep", "asleep")
+        for name in ("monotonic_ns", "time_ns", "sleep", "asleep", "wait", "loop_call_at")
         if not callable(getattr(clock, name, None))
     ]
     if missing:

@@ -4,19 +4,23 @@ one timer per event loop and a task for each claim that lives until its first re
 Renews each claim every ``interval`` seconds. A ``StaleAttempt`` ends the renewals and marks
 the claim ``lost`` (the handler sees it through ``claim.lost`` / ``claim.ensure_owned()``);
 a store outage is retried at the next tick, since the lease may still be live.
+
+Both read and wait on the ledger's clock (``Clock``): on a test's ``VirtualClock`` a renewal
+falls due when the test advances the clock past it, not after real time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import threading
-import time
 import weakref
 
 from ._claim import AsyncClaim, Claim
+from ._clock import Clock
 from ._errors import StaleAttempt, StoreError
 
 __all__ = ["AsyncHeartbeats", "Heartbeats", "settled"]
@@ -29,10 +33,10 @@ class _Watch:
 
     __slots__ = ("claim", "due", "interval")
 
-    def __init__(self, claim: Claim, interval: float, due: float) -> None:
+    def __init__(self, claim: Claim, interval: int, due: int) -> None:
         self.claim = claim
-        self.interval = interval
-        self.due = due  # when its next renewal is due (time.monotonic)
+        self.interval = interval  # nanoseconds
+        self.due = due  # when its next renewal is due (the clock's monotonic_ns)
 
 
 class Heartbeats:
@@ -47,24 +51,26 @@ class Heartbeats:
     an interval has passed without a call.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._lock = threading.Lock()  # taken directly on the callers' path: no Python frame
         self._wake = threading.Condition(self._lock)  # the thread: something is due sooner
         self._renewed = threading.Condition(self._lock)  # a stopping call: renewal is over
         self._running: set[_Watch] = set()
         self._thread: threading.Thread | None = None
-        self._sleeps_until = -math.inf  # when the thread wakes by itself; -inf: it is awake
+        self._sleeps_until: float = -math.inf  # when the thread wakes by itself; -inf: awake
         self._renewing: _Watch | None = None  # the watch whose renewal is in flight
-        self._pace = math.inf  # the shortest interval started: the thread's idle wait
+        self._pace: int | None = None  # the shortest interval started: the thread's idle wait
         self._used = False  # a call started since the thread last went to sleep
 
     def start(self, claim: Claim, interval: float) -> _Watch:
         """Renew ``claim`` every ``interval`` seconds until ``stop``."""
-        watch = _Watch(claim, interval, time.monotonic() + interval)
+        step = _ns(interval)
+        watch = _Watch(claim, step, self._clock.monotonic_ns() + step)
         with self._lock:
             self._running.add(watch)
             self._used = True
-            self._pace = min(self._pace, interval)
+            self._pace = step if self._pace is None else min(self._pace, step)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="rill-heartbeats", daemon=True
@@ -89,18 +95,19 @@ class Heartbeats:
         with self._wake:
             while True:
                 first = min(self._running, key=_due, default=None)
-                now = time.monotonic()
+                now = self._clock.monotonic_ns()
                 if first is not None and first.due <= now:
                     self._sleeps_until = -math.inf  # awake: it looks again before sleeping
                     self._renewing = first
                     return first
+                until: int | None = None  # None: until a call wakes it
                 if first is not None:
                     until = first.due
-                else:
-                    until = now + self._pace if self._used else math.inf
+                elif self._used and self._pace is not None:
+                    until = now + self._pace
                 self._used = False
-                self._sleeps_until = until
-                self._wake.wait(None if until == math.inf else until - now)
+                self._sleeps_until = math.inf if until is None else until
+                self._clock.wait(self._wake, until)
 
     def _run(self) -> None:
         while True:
@@ -114,13 +121,17 @@ class Heartbeats:
                     self._renewed.notify_all()
                     if watch in self._running:  # not stopped meanwhile
                         if again:
-                            watch.due = time.monotonic() + watch.interval
+                            watch.due = self._clock.monotonic_ns() + watch.interval
                         else:
                             self._running.discard(watch)
 
 
-def _due(watch: _Watch | _AsyncWatch) -> float:
+def _due(watch: _Watch | _AsyncWatch) -> int:
     return watch.due
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1e9)
 
 
 def _renew(claim: Claim) -> bool:
@@ -141,12 +152,10 @@ class _AsyncWatch:
 
     __slots__ = ("claim", "due", "interval", "task", "timetable")
 
-    def __init__(
-        self, claim: AsyncClaim, interval: float, due: float, timetable: _Timetable
-    ) -> None:
+    def __init__(self, claim: AsyncClaim, interval: int, due: int, timetable: _Timetable) -> None:
         self.claim = claim
-        self.interval = interval
-        self.due = due  # its first renewal (the loop's time)
+        self.interval = interval  # nanoseconds
+        self.due = due  # its first renewal (the clock's monotonic_ns)
         self.task: asyncio.Task[None] | None = None
         self.timetable = timetable  # its event loop's, found once
 
@@ -159,7 +168,7 @@ class _AsyncWatch:
                 return
             except StoreError as exc:
                 log.warning("heartbeat failed, retrying next tick: %s", exc)
-            await asyncio.sleep(self.interval)
+            await self.timetable.until(self.timetable.clock.monotonic_ns() + self.interval)
 
 
 # A first renewal may start up to this share of its interval early, so that one firing of
@@ -176,20 +185,28 @@ class _Timetable:
     loop): a closed loop must be free to go.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock) -> None:
         self.loop = weakref.ref(loop)
+        self.clock = clock
         self.waiting: set[_AsyncWatch] = set()
-        self.timer_at = math.inf  # when the earliest timer armed fires
+        self.timer_at: float = math.inf  # when the earliest timer armed fires
 
     def add(self, watch: _AsyncWatch, loop: asyncio.AbstractEventLoop) -> None:
         self.waiting.add(watch)
         if watch.due < self.timer_at:  # a later timer may stay armed: it finds nothing due
             self.timer_at = watch.due
-            loop.call_at(watch.due, self._fire)
+            self.clock.loop_call_at(loop, watch.due, self._fire)
+
+    async def until(self, when_ns: int) -> None:
+        """Wait until the clock reaches ``when_ns`` (a renewal task's pause)."""
+        loop = asyncio.get_running_loop()
+        reached = loop.create_future()
+        self.clock.loop_call_at(loop, when_ns, functools.partial(_resolve, reached))
+        await reached
 
     def _fire(self) -> None:
         loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = self.clock.monotonic_ns()
         if self.timer_at <= now:
             self.timer_at = math.inf
         for watch in [w for w in self.waiting if w.due - w.interval * _EARLY <= now]:
@@ -199,7 +216,12 @@ class _Timetable:
         first = min(self.waiting, key=_due, default=None)
         if first is not None and first.due < self.timer_at:
             self.timer_at = first.due
-            loop.call_at(first.due, self._fire)
+            self.clock.loop_call_at(loop, first.due, self._fire)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # not cancelled meanwhile (a renewal task stopped)
+        future.set_result(None)
 
 
 class AsyncHeartbeats:
@@ -208,7 +230,8 @@ class AsyncHeartbeats:
     handler that ends before its first renewal costs a set entry, not a timer or a task.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
         self._timetables: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Timetable] = (
             weakref.WeakKeyDictionary()
         )
@@ -222,9 +245,10 @@ class AsyncHeartbeats:
             with self._lock:
                 timetable = self._timetables.get(loop)
                 if timetable is None:
-                    timetable = self._timetables[loop] = _Timetable(loop)
+                    timetable = self._timetables[loop] = _Timetable(loop, self._clock)
             self._last = timetable
-        watch = _AsyncWatch(claim, interval, loop.time() + interval, timetable)
+        step = _ns(interval)
+        watch = _AsyncWatch(claim, step, self._clock.monotonic_ns() + step, timetable)
         timetable.add(watch, loop)
         return watch
 

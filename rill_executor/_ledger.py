@@ -212,7 +212,7 @@ class Ledger(_LedgerBase[Store]):
         self, store: Store, config: LedgerConfig, outputs: OutputStore | None, clock: Clock
     ) -> None:
         super()._setup(store, config, outputs, clock)
-        self.heartbeats = Heartbeats()  # renews the leases of running handlers
+        self.heartbeats = Heartbeats(clock)  # renews the leases of running handlers
 
     def claim(
         self,
@@ -467,7 +467,7 @@ class AsyncLedger(_LedgerBase[AsyncStore]):
         self, store: AsyncStore, config: LedgerConfig, outputs: OutputStore | None, clock: Clock
     ) -> None:
         super()._setup(store, config, outputs, clock)
-        self.heartbeats = AsyncHeartbeats()  # renews the leases of running handlers
+        self.heartbeats = AsyncHeartbeats(clock)  # renews the leases of running handlers
 
     async def claim(
         self,

@@ -8,6 +8,7 @@ like a database's, it does not follow later changes of the caller's clock: the p
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -75,6 +76,18 @@ class _Standing:
     @staticmethod
     async def asleep(seconds: float) -> None:
         pass
+
+    @staticmethod
+    def wait(condition: threading.Condition, until_ns: int | None) -> None:
+        if until_ns is None or until_ns > 0:  # a time that never comes: only a notify ends it
+            condition.wait()
+
+    @staticmethod
+    def loop_call_at(
+        loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
+    ) -> None:
+        if when_ns <= 0:
+            loop.call_soon_threadsafe(callback)
 
 
 _STANDING = _Standing()

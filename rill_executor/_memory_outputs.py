@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ._clock import SYSTEM_CLOCK, Clock, checked_clock
 from ._errors import OutputExists, OutputMissing, OutputPreconditionFailed
 from ._outputs import OutputData, StoredObject
 
@@ -35,8 +36,9 @@ def _chunks(body: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
 
 
 class MemoryOutputStore:
-    def __init__(self, bucket: str = "outputs") -> None:
+    def __init__(self, bucket: str = "outputs", *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.bucket = bucket
+        self._clock = checked_clock(clock)  # an object's last_modified: a test's VirtualClock
         self._lock = threading.Lock()
         self._objects: dict[str, tuple[bytes, StoredObject]] = {}
         self._versions = itertools.count(1)
@@ -54,7 +56,7 @@ class MemoryOutputStore:
             sha256=sha256,
             etag=f'"{sha256[:32]}"',
             version_id=str(next(self._versions)),
-            last_modified=datetime.now(UTC),
+            last_modified=datetime.fromtimestamp(self._clock.time_ns() / 1e9, UTC),
         )
         self._objects[key] = (body, stored)
         return stored

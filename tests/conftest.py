@@ -28,6 +28,56 @@ POSTGRES_URL = os.environ.get(
 MARIADB_URL = os.environ.get("RILL_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # ``--dist loadscope`` hands the workers whole modules (classes), by default the ones of
+    # most tests first; the collection order below puts the longest first instead.
+    if getattr(config.option, "dist", "no") == "loadscope":
+        config.option.loadscopereorder = False
+
+
+def _scope(item: pytest.Item) -> str:
+    """What ``--dist loadscope`` keeps on one worker: a test's class, or else its module."""
+    return item.nodeid.split("[", 1)[0].rsplit("::", 1)[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked ``real_clock`` says why it must wait on a real clock: the named set of
+    tests that do (``pytest -m real_clock --collect-only -q`` lists them; every other test
+    runs on a virtual clock, or waits for nothing but the work it starts).
+
+    Under pytest-xdist, the modules (classes) with the most ``slow`` tests come first, then
+    those with the most tests: a module of a few long drills dealt out last would leave the
+    other worker idle until it ends.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        slow: dict[str, int] = {}
+        count: dict[str, int] = {}
+        for item in items:
+            scope = _scope(item)
+            count[scope] = count.get(scope, 0) + 1
+            slow[scope] = slow.get(scope, 0) + (item.get_closest_marker("slow") is not None)
+        items.sort(key=lambda item: (-slow[_scope(item)], -count[_scope(item)]))  # stable
+    for item in items:
+        for mark in item.iter_markers("real_clock"):
+            why = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+            if not isinstance(why, str) or not why.strip():
+                raise pytest.UsageError(
+                    f"{item.nodeid}: @pytest.mark.real_clock takes one string, why the test"
+                    f" must wait on a real clock; got args={mark.args!r} kwargs={mark.kwargs!r}"
+                )
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """With ``-m real_clock``: each test that waits on a real clock, with why."""
+    if config.option.markexpr != "real_clock":
+        return []
+    lines = [f"{len(items)} tests wait on a real clock:"]
+    for item in items:
+        mark = item.get_closest_marker("real_clock")
+        lines.append(f"  {item.nodeid}: {mark.args[0] if mark else '?'}")
+    return lines
+
+
 def worker_redis_url(url: str, worker: str | None) -> str:
     """The Redis database of pytest-xdist worker ``worker`` (``gw1``…): the database number
     in ``url``'s path plus the worker's; without xdist (None), ``url`` itself."""

@@ -326,7 +326,7 @@ def _namespace(
     listed = yield Blocking(_listed, (outputs, f"{core.namespace}/"))
     store_id = validate_store_id((yield ReadStoreId()))
     folders, others = sort_namespace(core.namespace, store_id, listed)
-    now = datetime.now(UTC)
+    now = _now(core)
     found = _Found([], [], [unknown_entry(core.namespace, store_id, o, now) for o in others])
     return store_id, folders, found
 
@@ -337,6 +337,11 @@ def _job_audit(
     """A job's output objects against its record."""
     found = core.status((yield ReadStatus(job_id)))
     return _audit(core, store_id, job_id, found, objects)
+
+
+def _now(core: LedgerCore) -> datetime:
+    """The ledger's wall clock (``Clock``): an output's age where no record gives the time."""
+    return datetime.fromtimestamp(core.clock.time_ns() / 1e9, UTC)
 
 
 def _listed(outputs: OutputStore, prefix: str) -> list[StoredObject]:
@@ -356,7 +361,7 @@ def _audit(
     status: JobStatus | None,
     objects: list[StoredObject],
 ) -> OutputAudit:
-    now = status.store_time if status else datetime.now(UTC)
+    now = status.store_time if status else _now(core)
     return classify(core.namespace, validate_store_id(store_id), job_id, status, objects, now)
 
 

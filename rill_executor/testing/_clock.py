@@ -4,9 +4,11 @@ on simulated time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -66,6 +68,10 @@ class VirtualClock:
     ``advance`` (and so a ``sleep`` on this clock) stops at each due time on its way, in due
     order, sets the clock there and runs the callback in the advancing thread, so a callback
     reads the instant it was due and a timer it arms is taken in turn.
+
+    A ledger's heartbeats wait on it too (``wait``, ``loop_call_at``): an ``advance`` wakes
+    the heartbeat thread and fires the event loops' timers whose time it reaches, so a test
+    renews leases by moving the clock, without waiting a lease's worth of real time.
     """
 
     def __init__(self, start_ns: int = _EPOCH_NS) -> None:
@@ -129,5 +135,53 @@ class VirtualClock:
         after rounding) ends instead of sleeping for nothing for ever."""
         self.advance(max(seconds, 1e-9) if seconds > 0 else 0.0)
 
+    def wait(self, condition: threading.Condition, until_ns: int | None) -> None:
+        """Wait on ``condition`` (held by the caller) until an ``advance`` reaches
+        ``until_ns``, or the waiter's own code notifies it (``None``: only then). An advance
+        wakes no other waiter, so a wake-up the waiter's code forgets stays missing."""
+        with self._lock:  # registered before the time is read: no advance goes unseen
+            if until_ns is not None and self._mono_ns >= until_ns:
+                return
+            handle = (
+                None if until_ns is None else self._schedule.add(until_ns, _notifier(condition))
+            )
+        try:
+            condition.wait()
+        finally:
+            if handle is not None:
+                handle.cancel()
+
+    def loop_call_at(
+        self, loop: asyncio.AbstractEventLoop, when_ns: int, callback: Callable[[], object]
+    ) -> None:
+        """Run ``callback`` on ``loop`` once the clock reaches ``when_ns`` (at once if it
+        has); a loop closed meanwhile is skipped (held weakly: it may go away)."""
+        with self._lock:
+            if when_ns > self._mono_ns:
+                self._schedule.add(when_ns, _on_loop(weakref.ref(loop), callback))
+                return
+        loop.call_soon_threadsafe(callback)
+
     def __repr__(self) -> str:
         return f"VirtualClock(at {self._mono_ns / 1e9:.6f} s)"
+
+
+def _notifier(condition: threading.Condition) -> Callable[[], None]:
+    def notify() -> None:
+        with condition:  # taken once its waiter has let go of it, inside ``wait``
+            condition.notify_all()
+
+    return notify
+
+
+def _on_loop(
+    loop_ref: weakref.ref[asyncio.AbstractEventLoop], callback: Callable[[], object]
+) -> Callable[[], None]:
+    def fire() -> None:
+        loop = loop_ref()
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # closed between the look and the call
+            loop.call_soon_threadsafe(callback)
+
+    return fire

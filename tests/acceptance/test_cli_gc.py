@@ -22,6 +22,7 @@ from rill_executor.store import ClaimRequest, Watch, claimed_row
 from rill_executor_sql import SqlStore
 from rill_executor_sql._flows import _bound, _columns
 from rill_executor_sql._schema import jobs
+from tests.clocks import STORE_CLOCK
 
 from .cli import opts, run
 
@@ -75,16 +76,19 @@ def seeded(store_url: str, namespace: str) -> Iterator[dict[str, Any]]:
     """10,000 dangling jobs, 3 finished past retention, 1 of them with a pending notice;
     and what must stay: a live job, a job within its retention, a dangling job next door."""
     dead = _dangling(store_url, namespace, MANY)
-    brief = Ledger(store_url, namespace=namespace, lease=2, retention=2.1)
+    # Kept 0.2 s once finished, each claimed with a long lease of its own: however loaded
+    # the machine, it commits in its lease, and 0.3 s later it is past retention.
+    brief = Ledger(store_url, namespace=namespace, lease=0.1, retention=0.2)
     kept = Ledger(store_url, namespace=namespace, lease=30, retention=3600)
     next_door = Ledger(store_url, namespace=namespace + "-x", lease=30, retention=3600)
     _dangling(store_url, next_door.namespace, 1)  # past it too, but not this namespace's
     for key in ("old-1", "old-2"):
-        brief.claim(key).commit(key)  # type: ignore[union-attr]
-    brief.claim("noticed", watch=Watch("task", {"url": "u"})).commit("n")  # type: ignore[union-attr]
+        brief.claim(key, lease=30).commit(key)  # type: ignore[union-attr]
+    noticed = brief.claim("noticed", lease=30, watch=Watch("task", {"url": "u"}))
+    noticed.commit("n")  # type: ignore[union-attr]
     kept.claim("live")
     kept.claim("recent").commit("r")  # type: ignore[union-attr]
-    time.sleep(2.3)  # the brief ones are past retention; a loaded machine commits in the lease
+    time.sleep(0.3)  # the brief ones are past retention on the store's clock
     yield {"dead": dead, "ledger": kept, "next_door": next_door}
     for ledger in (brief, kept, next_door):
         ledger.close()
@@ -95,6 +99,7 @@ def _json(result: Any) -> dict[str, Any]:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_gc_deletes_what_is_past_retention_in_batches_and_keeps_the_rest(
     store_url: str, namespace: str, seeded: dict[str, Any]
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from rill_executor import Claim, JobStatus, Ledger
 from rill_executor.store import Watch
+from tests.clocks import STORE_CLOCK
 
 from .cli import opts, run
 
@@ -56,6 +57,7 @@ def stable(status: JobStatus | None) -> Any:
 # -- status and attempts ---------------------------------------------------------------------
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_status_shows_the_job_attempts_and_notices(
     ledger: Ledger, store_url: str, namespace: str
 ) -> None:
@@ -80,6 +82,7 @@ def test_status_shows_the_job_attempts_and_notices(
     assert "\x1b[" not in text.stdout  # no colour codes when stdout is not a terminal
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_attempts_shows_what_each_attempt_answered_and_wrote(
     ledger: Ledger, store_url: str, namespace: str
 ) -> None:
@@ -116,6 +119,7 @@ def test_attempts_shows_the_span_each_attempt_ran_in(
     assert f"trace   {span}" in text.stdout
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_processing_job_whose_lease_ran_out_is_shown_dangling(
     ledger: Ledger, store_url: str, namespace: str
 ) -> None:
@@ -156,6 +160,7 @@ def test_the_store_and_namespace_come_from_the_environment(
     assert json.loads(done.stdout)["result"] == 1
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_jobs_lists_by_state_and_pages_with_the_cursor(
     ledger: Ledger, store_url: str, namespace: str
 ) -> None:

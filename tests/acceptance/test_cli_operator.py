@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from rill_executor import Claim, InvalidResult, Ledger
+from tests.clocks import STORE_CLOCK
 
 from .cli import opts, run
 
@@ -59,6 +60,7 @@ def _json_error(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     "flags",
     [("--redo", "--terminate"), ("--terminate", "--redo"), ("--redo", "--reuse")],
 )
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_two_actions_are_refused_and_nothing_is_written(
     store_url: str, namespace: str, ledger: Ledger, flags: tuple[str, ...]
 ) -> None:
@@ -111,6 +113,7 @@ def _keys(done: subprocess.CompletedProcess[str]) -> set[str]:
     return {job["key"] for job in json.loads(done.stdout)["jobs"]}
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_resolutions_are_recorded_as_such_and_told_apart_from_failures(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -134,6 +137,7 @@ def _kept_for(ledger: Ledger, key: str) -> timedelta:
     return status.retain_until - status.finished_at
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_resolution_from_the_command_line_keeps_the_jobs_own_retention(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -150,6 +154,7 @@ def test_a_resolution_from_the_command_line_keeps_the_jobs_own_retention(
     assert python.retain_until - python.finished_at == timedelta(days=30)
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_check_retention_reads_past_a_redo_record(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -213,6 +218,7 @@ def test_a_reused_result_is_checked_against_the_handlers_return_type(
     assert line.startswith("warning: ") and "not checked" in line
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_redo_stays_on_record_until_the_next_claim_and_gc_keeps_it(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -252,6 +258,7 @@ def test_a_namespace_with_no_jobs_is_reported_not_found(
     assert run("audit", *opts(store_url, namespace)).returncode == 0
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_status_says_dangling_as_jobs_does_and_warnings_stay_one_line_on_stderr(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -269,6 +276,7 @@ def test_status_says_dangling_as_jobs_does_and_warnings_stay_one_line_on_stderr(
     assert ("redis" in url) == bool(as_json.stderr)
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_the_jobs_table_fits_80_columns_in_time_order_and_json_stays_whole(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:

@@ -17,6 +17,7 @@ from datetime import timedelta
 import pytest
 
 from rill_executor import Claim, JobState, Ledger, Replay
+from tests.clocks import SIGNALS, STORE_CLOCK
 
 from .cli import run
 
@@ -48,6 +49,7 @@ def ledger(store_url: str, namespace: str) -> Iterator[Ledger]:
         yield found
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_a_redo_while_a_zombie_is_paused_fences_it_and_the_next_claim_runs(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:
@@ -90,6 +92,7 @@ def test_a_redo_while_a_zombie_is_paused_fences_it_and_the_next_claim_runs(
     again.commit({"uri": "s3://frames/7.exr"})
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_reuse_and_terminate_from_the_command_line(
     store_url: str, namespace: str, ledger: Ledger
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 from rill_executor import Claim, Ledger, StaleAttempt
 from rill_executor.outputs import MemoryOutputStore
 from rill_executor.store import Watch
+from tests.clocks import STORE_CLOCK
 
 from .cli import run
 
@@ -90,6 +91,7 @@ def kinds(root: ET.Element) -> dict[str, int]:
     return found
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_timeline_draws_the_incident_to_a_file(
     ledger: Ledger, store_url: str, namespace: str, tmp_path: Path
 ) -> None:
@@ -128,6 +130,7 @@ def test_timeline_draws_the_incident_to_a_file(
     assert statuses == ["delivered", "pending"]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_timeline_writes_to_stdout_by_default_and_is_the_same_picture(
     ledger: Ledger, store_url: str, namespace: str, tmp_path: Path
 ) -> None:

@@ -8,8 +8,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from rill_executor import Claim, Ledger
 from rill_executor.testing.drill import DrillRecord, FaultKind, Injected, check, summarise
+from tests.clocks import STORE_CLOCK
 
 from .records import RESULT, record
 
@@ -18,6 +21,7 @@ def _failed(store: str, record: DrillRecord) -> set[str]:
     return {c.name for c in check(record, namespace="segments") if not c.ok}
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_each_store_check_fails_on_the_record_that_breaks_it(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
     with Ledger(store, namespace="segments") as ledger:

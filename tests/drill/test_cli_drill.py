@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.clocks import DRILL
+
 from ..acceptance.cli import run
 from .test_drill import EXAMPLE, NAIVE
 
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.real_clock(DRILL)
 def test_a_short_drill_reports_json_and_draws_its_timeline(tmp_path: Path) -> None:
     picture = tmp_path / "drill.svg"
     args = ["drill", "--command", EXAMPLE, "--store", f"sqlite:///{tmp_path / 'jobs.db'}"]
@@ -35,6 +38,7 @@ def test_a_short_drill_reports_json_and_draws_its_timeline(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.real_clock(DRILL)
 def test_a_drill_that_finds_a_problem_exits_1(tmp_path: Path) -> None:
     args = ["drill", "--command", NAIVE, "--duration", "6", "--rate", "1/1s", "--faults", "redo"]
     done = run(*args, "--settle", "5", "--seed", "2", "-o", "json")
@@ -62,6 +66,7 @@ def test_a_workload_that_cannot_be_found_is_a_usage_error(ref: str) -> None:
     assert done.returncode == 2 and ref in json.loads(done.stderr)["error"]["message"]
 
 
+@pytest.mark.real_clock(DRILL)
 def test_a_drill_on_its_own_redis_restarts_it_and_checks_it_before_it_stops(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.clocks import SIGNALS
+
 from ..acceptance.cli import EXE, run
 from .test_drill import EXAMPLE
 
@@ -170,6 +172,7 @@ def drills() -> Iterator[Drills]:
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
 )
+@pytest.mark.real_clock(SIGNALS)
 def test_a_drill_ended_by_a_signal_ends_every_process_it_started(
     signum: signal.Signals, tmp_path: Path, drills: Drills
 ) -> None:
@@ -187,6 +190,7 @@ def test_a_drill_ended_by_a_signal_ends_every_process_it_started(
     assert f"interrupted by {signum.name}" in err
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_a_drill_whose_parent_dies_ends_every_process_it_started(
     tmp_path: Path, drills: Drills
 ) -> None:
@@ -205,6 +209,7 @@ def test_a_drill_whose_parent_dies_ends_every_process_it_started(
     assert "interrupted by SIGHUP" in err
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_a_drill_killed_with_sigkill_leaves_no_process_nor_folder_behind(
     tmp_path: Path, drills: Drills
 ) -> None:

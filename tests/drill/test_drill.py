@@ -20,6 +20,7 @@ from rill_executor.testing.drill import (
     plan,
     summarise,
 )
+from tests.clocks import DRILL
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,7 @@ def test_the_same_seed_plans_the_same_faults() -> None:
     assert plan(5, kinds, 2.0, 60.0) != plan(6, kinds, 2.0, 60.0)
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_example_executor_holds_every_check_on_sqlite(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
     result = drill(EXAMPLE, store, ON_PROCESSES + ON_THE_ENGINE, tmp_path)
@@ -87,6 +89,7 @@ def test_the_example_executor_holds_every_check_on_sqlite(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_example_executor_holds_every_check_on_postgres(
     postgres_url: str, tmp_path: Path
 ) -> None:
@@ -94,6 +97,7 @@ def test_the_example_executor_holds_every_check_on_postgres(
     assert failed(result) == {}
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_example_executor_holds_every_check_on_a_redis_the_drill_restarts(
     tmp_path: Path,
 ) -> None:
@@ -109,6 +113,7 @@ def test_the_example_executor_holds_every_check_on_a_redis_the_drill_restarts(
     assert restarts is not None and restarts.injected > restarts.skipped
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_drill_reports_the_naive_executors_lost_callbacks_doubles_and_failures(
     tmp_path: Path,
 ) -> None:

@@ -11,8 +11,10 @@ import time
 import pytest
 
 from rill_executor.testing.drill import DrillInterrupted, Reaper, interruptible
+from tests.clocks import SIGNALS
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_an_interruption_while_a_process_starts_waits_until_it_is_registered() -> None:
     with Reaper() as reaper, interruptible(reaper):
         started: list[subprocess.Popen[bytes]] = []

@@ -19,6 +19,7 @@ from rill_executor.testing.drill import (
     check,
     summarise,
 )
+from tests.clocks import DRILL
 
 pytestmark = pytest.mark.slow
 
@@ -64,11 +65,13 @@ def assert_held(result: DrillResult) -> None:
     assert sum(s.injected - s.skipped for s in result.stats) >= 5
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_transcode_executor_holds_every_check_on_sqlite(outputs: str, tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'jobs.db'}"
     assert_held(transcode_drill(store, outputs, ON_PROCESSES + ON_THE_ENGINE, tmp_path))
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_transcode_executor_holds_every_check_on_postgres(
     postgres_url: str, outputs: str, tmp_path: Path
 ) -> None:
@@ -76,6 +79,7 @@ def test_the_transcode_executor_holds_every_check_on_postgres(
     assert_held(transcode_drill(postgres_url, outputs, faults, tmp_path))
 
 
+@pytest.mark.real_clock(DRILL)
 def test_the_transcode_executor_holds_every_check_on_a_redis_the_drill_restarts(
     outputs: str, tmp_path: Path
 ) -> None:

@@ -17,8 +17,8 @@ from sqlalchemy import Engine, event
 
 from rill_executor import open_store
 from rill_executor._codec import encode_error
-from rill_executor._rules.events import encode_event
 from rill_executor._keys import job_id
+from rill_executor._rules.events import encode_event
 from rill_executor._rules.resolution import resolution_error
 from rill_executor.store import (
     AttemptRef,

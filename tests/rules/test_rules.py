@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from rill_executor._codec import encode_error
-from rill_executor._rules.events import encode_event, split_log
 from rill_executor._keys import job_id
+from rill_executor._rules.events import encode_event, split_log
 from rill_executor._rules.resolution import resolution_error
 from rill_executor.store import (
     AttemptRef,

@@ -23,6 +23,7 @@ from rill_executor import (
 )
 from rill_executor._idempotent import IdempotentOptions
 from rill_executor._steps.call import Run, call
+from rill_executor.outputs import MemoryOutputStore
 from rill_executor.store import AsyncMemoryStore, MemoryStore
 from rill_executor.testing import VirtualClock
 
@@ -96,6 +97,41 @@ def test_the_memory_store_keeps_its_own_time_on_a_virtual_clock() -> None:
     status = ledger.status("k")
     assert status is not None
     assert status.store_time.timestamp() == pytest.approx(clock.time_ns() / 1e9)
+
+
+def test_outputs_are_aged_on_the_ledgers_clock() -> None:
+    """Objects no record accounts for are aged by the ledger's clock, orphans of a kept
+    record by the store's, against the output store's (all one virtual clock here): exactly
+    the time the test let pass, and an orphan's grace runs out with no real wait."""
+    clock = VirtualClock()
+    outputs = MemoryOutputStore(clock=clock)
+    ledger = Ledger(
+        MemoryStore(clock=clock), namespace="clock", lease=10, retention=60, outputs=outputs,
+        clock=clock,
+    )  # fmt: skip
+
+    def failed(key: str) -> None:
+        claim = ledger.claim(key)
+        assert isinstance(claim, Claim)
+        claim.outputs.put(f"{key}.bin", b"never committed")
+        claim.fail("crashed", retryable=True)
+
+    failed("gone")
+    outputs.put("clock/stray.bin", b"not ours")
+    clock.advance(90)
+    failed("kept")
+    assert ledger.purge().purged == 1  # "gone": its object is no longer accounted for
+    clock.advance(60)
+    report = ledger.collect_orphans(grace=timedelta(minutes=2))
+    assert sorted((e.name, e.age) for e in report.unknown) == [
+        ("gone.bin", timedelta(seconds=150)),
+        ("stray.bin", timedelta(seconds=150)),
+    ]
+    assert [(e.name, e.age) for e in report.kept_young] == [("kept.bin", timedelta(seconds=60))]
+    clock.advance(60)
+    assert [e.name for e in ledger.collect_orphans(grace=timedelta(minutes=2)).deleted] == [
+        "kept.bin"
+    ]
 
 
 def test_a_virtual_clock_never_goes_back_and_is_shared_safely() -> None:

@@ -1,13 +1,22 @@
 """The shared heartbeat thread of a ledger wakes for every claim that needs it: a handler
-that starts after the thread has gone idle, or one that is due before all the others."""
+that starts after the thread has gone idle, or one that is due before all the others.
+
+The thread waits on the ledger's clock: on a ``VirtualClock`` a renewal falls due when the test
+advances the clock past it, and nothing else wakes the thread, so a wake-up it misses stays
+missed (the renewal never comes) instead of being hidden by a real-time wait.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+import math
 import threading
 import time
 import weakref
+from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -19,16 +28,68 @@ from rill_executor import (
     current_claim,
     fingerprint_of,
 )
-from rill_executor.store import AsyncMemoryStore, AttemptRef, MemoryStore, StoreAnswer
+from rill_executor._heartbeat import Heartbeats
+from rill_executor.store import (
+    AsyncMemoryStore,
+    AttemptRef,
+    Completion,
+    MemoryStore,
+    StoreAnswer,
+)
+from rill_executor.testing import VirtualClock
+from tests.clocks import SYSTEM_CLOCK
+
+LEASE = 3.0  # seconds of the virtual clock; a renewal every second
+PATIENCE = 10.0  # real seconds: how long a test waits for what only a broken thread withholds
 
 
-def _slow(ledger: Ledger, name: str, nap: float) -> list[object]:
+def _within(done: Callable[[], bool], what: str) -> None:
+    """Wait (real time, bounded) until ``done()``: the heartbeat thread runs on its own."""
+    deadline = time.monotonic() + PATIENCE
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.001)
+
+
+class _Renewals(MemoryStore):
+    """The in-memory store on a virtual clock, counting the renewals it takes of each job
+    ("": of all)."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock=clock)
+        self.of_job: Counter[str] = Counter()
+
+    def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
+        answer = super().heartbeat(ref, lease_us)
+        self.of_job[ref.job_id] += 1
+        self.of_job[""] += 1  # every job's
+        return answer
+
+
+def _more(counts: Counter[str], job: str, than: int) -> bool:
+    return counts[job] > than
+
+
+def _virtual(lease: float = LEASE) -> tuple[VirtualClock, _Renewals, Ledger]:
+    clock = VirtualClock()
+    store = _Renewals(clock)
+    return clock, store, Ledger(store, namespace="hb", lease=lease, clock=clock)
+
+
+def _slow(ledger: Ledger, store: _Renewals, clock: VirtualClock, name: str) -> list[object]:
+    """A handler that lives four renewal intervals (more than its lease), each ended by a
+    renewal, and looks at its job from outside after each: taken (InProgress) every time."""
     seen: list[object] = []
 
     @ledger.idempotent(key=lambda k: k, name=name)
     def slow(k: str) -> str:
-        for _ in range(3):
-            time.sleep(nap)
+        for _ in range(4):
+            before = store.of_job[""]
+            clock.advance(LEASE / 3)
+            _within(
+                functools.partial(_more, store.of_job, "", before),
+                f"{name}: no renewal after {clock!r}",
+            )
             seen.append(ledger.claim(f"{name}/{k}", fingerprint=fingerprint_of({"k": k})))
         return "survived"
 
@@ -36,24 +97,33 @@ def _slow(ledger: Ledger, name: str, nap: float) -> list[object]:
     return seen
 
 
+def _asleep(heartbeats: Heartbeats, clock: VirtualClock) -> bool:
+    """The thread waits for a time still to come, or for good (``inf``)."""
+    return heartbeats._sleeps_until > clock.monotonic_ns()
+
+
 def test_a_handler_started_after_the_thread_went_idle_is_renewed() -> None:
-    ledger = Ledger("memory://", namespace="hb", lease=0.3)
+    clock, store, ledger = _virtual()
     for name in ("first", "second"):
-        seen = _slow(ledger, name, 0.25)
+        seen = _slow(ledger, store, clock, name)
         assert all(isinstance(s, InProgress) for s in seen), (name, seen)
-        time.sleep(0.3)  # the thread drops the ended claim and sleeps with nothing due
+        # The thread drops the ended claim, waits one interval for a call, then for good.
+        clock.advance(LEASE / 3)
+        _within(lambda: _asleep(ledger.heartbeats, clock), "the thread never slept again")
+        clock.advance(LEASE / 3)
+        _within(lambda: ledger.heartbeats._sleeps_until == math.inf, "it never went idle")
 
 
 def test_a_claim_due_before_the_others_wakes_the_thread() -> None:
-    ledger = Ledger("memory://", namespace="hb", lease=0.3)
+    clock, store, ledger = _virtual()
 
     @ledger.idempotent(key=lambda k: k, name="long", heartbeat=30)
     def idle(k: str) -> str:
         return k
 
-    idle("k")  # leaves an entry due in 30 s at the head of the schedule
-    time.sleep(0.2)  # the thread sleeps towards it
-    seen = _slow(ledger, "short", 0.25)  # renewed every 0.1 s: must not wait 30 s
+    idle("k")  # leaves the thread sleeping until its renewal, due in 30 s
+    _within(lambda: _asleep(ledger.heartbeats, clock), "the thread never slept")
+    seen = _slow(ledger, store, clock, "short")  # renewed every second: must not wait 30 s
     assert all(isinstance(s, InProgress) for s in seen), seen
 
 
@@ -74,48 +144,117 @@ def test_many_short_calls_do_not_keep_their_ended_claims() -> None:
     assert sum(ref() is not None for ref in alive) <= 100
 
 
-class _SlowRenewals(MemoryStore):
-    """The in-memory store whose renewals take a while, and say when they ran."""
+class _HeldRenewals(MemoryStore):
+    """The in-memory store whose renewals wait until the test lets them go, and which logs
+    each renewal's start and end and each finish, in order."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: VirtualClock) -> None:
+        super().__init__(clock=clock)
         self.renewing = threading.Event()
-        self.started: list[float] = []
-        self.ended: list[float] = []
+        self.release = threading.Event()
+        self.log: list[tuple[str, str]] = []
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> StoreAnswer:
-        self.started.append(time.monotonic())
+        self.log.append(("renewal started", ref.job_id))
         self.renewing.set()
         try:
-            time.sleep(0.3)
+            assert self.release.wait(PATIENCE)
             return super().heartbeat(ref, lease_us)
         finally:
-            self.ended.append(time.monotonic())
+            self.log.append(("renewal ended", ref.job_id))
+
+    def events(self) -> list[str]:
+        return [event for event, _ in self.log]
+
+    def finish(self, ref: AttemptRef, completion: Completion) -> StoreAnswer:
+        self.log.append(("finish", ref.job_id))
+        return super().finish(ref, completion)
 
 
 def test_a_handler_that_ends_during_a_renewal_returns_after_it_and_none_follows() -> None:
     # The commit must not race a renewal of the same claim, and nothing renews an ended one.
-    store = _SlowRenewals()
-    ledger = Ledger(store, namespace="hb", lease=3)
+    clock = VirtualClock()
+    store = _HeldRenewals(clock)
+    ledger = Ledger(store, namespace="hb", lease=LEASE, clock=clock)
+    stopping = ledger.heartbeats._renewed  # what a returning handler waits on
+
+    def release_once_the_return_waits_or_commits() -> None:
+        # The renewal ends only after the handler's return is seen waiting for it (a waiter
+        # on the condition) or, were it not to wait, after it committed: either way the log
+        # says which came first, with no real-time guess.
+        waiting = stopping._waiters  # type: ignore[attr-defined]  # CPython's, for years
+        _within(lambda: bool(waiting) or "finish" in store.events(), "the handler never ended")
+        store.release.set()
 
     @ledger.idempotent(key=lambda k: k, name="ends-mid-renewal")
     def handler(k: str) -> str:
-        assert store.renewing.wait(10)  # the first renewal (due after 1 s) is in flight
+        clock.advance(LEASE / 3)  # the first renewal falls due
+        assert store.renewing.wait(PATIENCE)  # and is in flight
+        threading.Thread(target=release_once_the_return_waits_or_commits, daemon=True).start()
         return k
 
     assert handler("k") == "k"
-    returned = time.monotonic()
-    time.sleep(1.5)  # a renewal scheduled after the end would have started by now
-    assert len(store.started) == 1 and store.ended[0] <= returned, (store.started, store.ended)
+    assert store.events() == ["renewal started", "renewal ended", "finish"], store.log
+
+    # A later claim's first renewal, due after any the ended claim could still have had:
+    # once it has run, one of the ended claim would have run before it.
+    store.release.clear()
+    clock.advance(LEASE / 6)
+
+    @ledger.idempotent(key=lambda k: k, name="probe")
+    def probe(k: str) -> str:
+        store.release.set()
+        clock.advance(LEASE / 3)
+        _within(lambda: store.events().count("renewal ended") == 2, "the probe was not renewed")
+        return k
+
+    assert probe("p") == "p"
+    renewals = [job for event, job in store.log if event == "renewal started"]
+    assert len(renewals) == 2 and renewals[0] != renewals[1], store.log  # none of "k" again
 
 
-async def _slow_async(ledger: AsyncLedger, name: str, nap: float) -> list[object]:
+def _virtual_async() -> tuple[VirtualClock, _Renewals, AsyncLedger]:
+    clock = VirtualClock()
+    store = _Renewals(clock)
+    return (
+        clock,
+        store,
+        AsyncLedger(AsyncMemoryStore(store), namespace="hb", lease=LEASE, clock=clock),
+    )
+
+
+async def _until(done: Callable[[], bool], what: str) -> None:
+    """``_within`` for a handler on an event loop: its renewals run on that same loop."""
+    deadline = time.monotonic() + PATIENCE
+    while not done():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.001)
+
+
+async def _slow_async(
+    ledger: AsyncLedger,
+    store: _Renewals,
+    clock: VirtualClock,
+    name: str,
+    turns: threading.Barrier | None = None,
+) -> list[object]:
+    """``_slow`` on an event loop: four renewal intervals, each ended by its own renewal.
+    Handlers on several threads share the clock through ``turns``: one of them moves it
+    each round, once all have been renewed (moved by each, it would pass a lease between
+    two renewals of a loop that did not run meanwhile)."""
     seen: list[object] = []
 
     @ledger.idempotent(key=lambda k: k, name=name)
     async def slow(k: str) -> str:
-        for _ in range(3):
-            await asyncio.sleep(nap)
+        job = current_async_claim().job_id
+        for _ in range(4):
+            before = store.of_job[job]
+            if turns is None or turns.wait(PATIENCE) == 0:
+                clock.advance(LEASE / 3)
+            await _until(
+                functools.partial(_more, store.of_job, job, before),
+                f"{name}: no renewal at {clock!r}",
+            )
             seen.append(await ledger.claim(f"{name}/{k}", fingerprint=fingerprint_of({"k": k})))
         return "survived"
 
@@ -124,7 +263,7 @@ async def _slow_async(ledger: AsyncLedger, name: str, nap: float) -> list[object
 
 
 def test_an_async_claim_due_before_the_others_gets_its_renewal() -> None:
-    ledger = AsyncLedger("memory://", namespace="hb", lease=0.3)
+    clock, store, ledger = _virtual_async()
 
     async def scenario() -> list[object]:
         @ledger.idempotent(key=lambda k: k, name="long", heartbeat=30)
@@ -132,20 +271,23 @@ def test_an_async_claim_due_before_the_others_gets_its_renewal() -> None:
             return k
 
         await idle("k")  # the loop's first renewal timer is armed 30 s out
-        return await _slow_async(ledger, "short", 0.25)  # due every 0.1 s
+        return await _slow_async(ledger, store, clock, "short")  # due every second
 
     seen = asyncio.run(scenario())
     assert all(isinstance(s, InProgress) for s in seen), seen
 
 
 def test_one_ledger_renews_async_claims_on_each_event_loop_it_serves() -> None:
-    ledger = AsyncLedger("memory://", namespace="hb", lease=0.3)
+    clock, store, ledger = _virtual_async()
     for name in ("first", "second"):  # a new event loop each time, as asyncio.run makes
-        seen = asyncio.run(_slow_async(ledger, name, 0.25))
+        seen = asyncio.run(_slow_async(ledger, store, clock, name))
         assert all(isinstance(s, InProgress) for s in seen), (name, seen)
+    turns = threading.Barrier(2)
     threads = [
         threading.Thread(
-            target=lambda n=n: results.append(asyncio.run(_slow_async(ledger, n, 0.25)))
+            target=lambda n=n: results.append(
+                asyncio.run(_slow_async(ledger, store, clock, n, turns))
+            )
         )
         for n in ("third", "fourth")
     ]
@@ -191,6 +333,7 @@ def test_many_short_async_calls_do_not_keep_their_ended_claims() -> None:
     asyncio.run(calls())
 
 
+@pytest.mark.real_clock(SYSTEM_CLOCK)
 def test_a_stream_of_long_async_calls_renews_each_without_a_timer_firing_per_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

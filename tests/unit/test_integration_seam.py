@@ -8,6 +8,8 @@ from pydantic import TypeAdapter
 
 from rill_executor import AsyncClaim, AsyncLedger, Ledger, StaleAttempt, UsageError, current_claim
 from rill_executor.integration import IdempotentOptions
+from rill_executor.store import AsyncMemoryStore, MemoryStore
+from rill_executor.testing import VirtualClock
 
 
 def test_the_job_id_is_the_one_the_handler_claims() -> None:
@@ -44,13 +46,15 @@ def test_a_spec_runs_with_the_dispatch_attempt_id_and_replays() -> None:
 
 def test_a_resumed_claim_commits_a_checked_result_and_a_superseded_one_writes_nothing() -> None:
     async def scenario() -> None:
-        ledger = AsyncLedger("memory://", namespace="seam", lease=0.05)
+        clock = VirtualClock()
+        store = AsyncMemoryStore(MemoryStore(clock=clock))
+        ledger = AsyncLedger(store, namespace="seam", lease=0.05, clock=clock)
         granted = await ledger.claim("k", attempt_id="a-1")
         assert isinstance(granted, AsyncClaim)
         resumed = ledger.resume("k", job_id=granted.job_id, attempt_id="a-1", fence=granted.fence)
         with pytest.raises(UsageError, match="worker w-1"):
             resumed.commit_of("x", adapter=TypeAdapter(int), source="worker w-1")
-        await asyncio.sleep(0.1)
+        clock.advance(0.1)
         await ledger.claim("k", attempt_id="a-2")  # takes the lapsed job over
         with pytest.raises(StaleAttempt):
             await resumed.finish(resumed.commit_of({"late": True}))

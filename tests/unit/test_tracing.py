@@ -27,6 +27,9 @@ from rill_executor import (
     current_claim,
 )
 from rill_executor._keys import handler_key, job_id
+from rill_executor.store import MemoryStore
+from rill_executor.testing import VirtualClock
+from tests.clocks import SYSTEM_CLOCK
 from tests.otel import Otel
 
 NAME = "tests.transcode"
@@ -191,9 +194,12 @@ def test_an_in_progress_duplicate_links_to_the_running_attempt(otel: Otel, ledge
 
 
 def test_a_takeover_is_counted_and_the_stale_attempts_commit_is_fenced(otel: Otel) -> None:
-    ledger = Ledger("memory://", namespace="media", lease=0.2, retention=60)
+    clock = VirtualClock()
+    ledger = Ledger(
+        MemoryStore(clock=clock), namespace="media", lease=0.2, retention=60, clock=clock
+    )
     stale = ledger.claim("v1")
-    time.sleep(0.3)  # the lease runs out on the store's clock
+    clock.advance(0.3)  # the lease runs out on the store's clock
     heir = ledger.claim("v1")
     assert heir.takeover and heir.fence == 2  # type: ignore[union-attr]
     with pytest.raises(StaleAttempt):
@@ -279,6 +285,7 @@ def test_a_handler_failure_is_recorded_on_the_run_and_its_fail_span(
         assert _attrs(replay)["error.type"] == "JobFailed"
 
 
+@pytest.mark.real_clock(SYSTEM_CLOCK)
 def test_heartbeats_are_events_on_the_run_span_and_a_lost_claim_says_why(otel: Otel) -> None:
     ledger = Ledger("memory://", namespace="media", lease=0.6, retention=60)
 

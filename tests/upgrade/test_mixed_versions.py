@@ -27,6 +27,7 @@ from rill_executor.testing.rillflow import EngineSimulator, Pattern, Retry, Task
 from rill_executor_redis import RedisStore
 from rill_executor_redis.testing import RedisServer
 from rill_executor_sql import SCHEMA_VERSION, SqlStore
+from tests.clocks import SIGNALS
 
 from ..rillflow.service import ROOT, ExecutorService, source_path
 
@@ -152,6 +153,7 @@ def told_once(engine: EngineSimulator, execution: str) -> list[int]:
     return [c.status_code for c in engine.callbacks(execution, "encode")]
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_an_upgrade_beside_the_previous_release_ends_every_task_once(
     previous: Path, store_url: str, namespace: str, tmp_path: Path
 ) -> None:
@@ -209,6 +211,7 @@ def _rollback(language: str) -> str:
     return section.split(f"```{language}\n", 1)[1].split("```", 1)[0]
 
 
+@pytest.mark.real_clock(SIGNALS)
 def test_a_store_rolled_back_as_the_docs_say_is_the_previous_releases_again(
     previous: Path, store_url: str, namespace: str
 ) -> None:

@@ -25,6 +25,7 @@ from rill_executor._keys import job_id
 from rill_executor.store import Watch
 from rill_executor.testing import LedgerDriver
 from rill_executor.testing.drill import FaultProxy
+from tests.clocks import SERVER_TIMER
 
 from .waits import ends_within
 
@@ -57,6 +58,7 @@ def link(request: pytest.FixtureRequest) -> Iterator[_Partitioned]:
     link.proxy.close()  # the server sees the cut-off session go, whatever the test left
 
 
+@pytest.mark.real_clock(SERVER_TIMER)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_commit_cut_off_by_a_partition_ends_and_leaves_its_key_usable(
     link: _Partitioned, mode: str
@@ -95,6 +97,7 @@ def test_a_commit_cut_off_by_a_partition_ends_and_leaves_its_key_usable(
         fresh.close()
 
 
+@pytest.mark.real_clock(SERVER_TIMER)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_lease_of_notices_cut_off_by_a_partition_ends_and_the_notice_comes_back(
     link: _Partitioned, mode: str

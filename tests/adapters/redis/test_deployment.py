@@ -24,6 +24,7 @@ from rill_executor_redis import (
     UnsafeDeployment,
 )
 from rill_executor_redis.testing import RedisServer
+from tests.clocks import RECHECK
 
 from .conftest import with_query
 
@@ -184,6 +185,7 @@ def _evicting(server: RedisServer, on: bool) -> None:
         admin.client_kill_filter(_type="normal", skipme=True)
 
 
+@pytest.mark.real_clock(RECHECK)
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_store_made_unsafe_while_open_refuses_claims_until_safe_again(
     private_redis: RedisServer, mode: str
@@ -212,6 +214,7 @@ def test_a_store_made_unsafe_while_open_refuses_claims_until_safe_again(
         driver.close()
 
 
+@pytest.mark.real_clock(RECHECK)
 def test_a_store_that_turns_unsafe_warns_with_durability_warn(private_redis: RedisServer) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -20,6 +20,7 @@ from rill_executor.store import ClaimRequest, JobQuery, StoreUnavailable
 from rill_executor.testing.drill import FaultProxy
 from rill_executor_redis._scripts import Op, source
 from rill_executor_redis.testing import RedisServer
+from tests.clocks import STORE_CLOCK
 
 from .conftest import QUIET, AnyStore, with_query
 
@@ -72,6 +73,7 @@ def test_restart_between_claim_and_commit(
         ]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_restart_mid_run_with_racing_attempts_commits_each_key_once(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:

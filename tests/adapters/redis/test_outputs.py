@@ -10,8 +10,11 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
+import pytest
+
 from rill_executor import Claim, Ledger
 from rill_executor.store import AttemptRef, Completion, JobState, MemoryStore, Store, StoreStatus
+from tests.clocks import STORE_CLOCK
 
 from .conftest import AnyStore
 
@@ -70,6 +73,7 @@ def _comparable(status: StoreStatus) -> Any:
     return json.loads(json.dumps([job, attempts], sort_keys=True))
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_outputs_match_the_reference_store(make_store: MakeStore, redis_url: str) -> None:
     namespace = f"o{uuid.uuid4().hex[:8]}"
     redis_seen, redis_status = _scenario(make_store(redis_url), namespace)

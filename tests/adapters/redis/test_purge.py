@@ -19,6 +19,7 @@ from rill_executor.store import Watch
 from rill_executor.testing import Portal
 from rill_executor_redis import AsyncRedisStore, RedisStore, job_keys
 from rill_executor_redis._keys import outbox_keys
+from tests.clocks import STORE_CLOCK
 
 from .conftest import AnyStore, BlockingStore
 
@@ -82,6 +83,7 @@ def test_a_purged_dangling_jobs_fence_goes_on(
     assert admin.pttl(history) == -1  # running again: nothing expires
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_the_outbox_index_no_longer_lists_a_purged_job(
     make_store: MakeStore, deployment: tuple[str, Admin, bool]
 ) -> None:

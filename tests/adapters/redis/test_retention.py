@@ -9,12 +9,14 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 
 from rill_executor import AttemptOutcome, Claim, Ledger, Replay, fingerprint_of
 from rill_executor.store import Watch
 from rill_executor_redis import job_keys
 from rill_executor_redis.testing import RedisServer
+from tests.clocks import STORE_CLOCK
 
 from .conftest import QUIET, AnyStore, with_query
 
@@ -54,6 +56,7 @@ def test_expiry_follows_the_lifecycle(make_store: MakeStore, private_redis: Redi
     assert _expire_times(client, claim.job_id) == [-1, -1]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_after_the_record_expires_the_key_runs_again_with_a_higher_fence(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:
@@ -78,6 +81,7 @@ def test_after_the_record_expires_the_key_runs_again_with_a_higher_fence(
     assert client.pexpiretime(history) == -1  # running again: nothing expires
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_record_past_retain_until_is_taken_over_with_its_history(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:
@@ -102,6 +106,7 @@ def test_a_record_past_retain_until_is_taken_over_with_its_history(
     ]
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_pending_notice_holds_the_expiry_back_until_it_settles(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:

@@ -14,9 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from rill_executor import Claim, Conflict, InProgress, Ledger, Replay, fingerprint_of
 from rill_executor.store import AttemptRef
 from rill_executor_redis.testing import RedisCluster, RedisServer
+from tests.clocks import STORE_CLOCK
 
 from .conftest import QUIET, AnyStore, with_query
 
@@ -59,6 +62,7 @@ class Recorder:
                 seen.append(command.split(" ", 1)[0].upper())
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_one_evalsha_per_operation(make_store: MakeStore, private_redis: RedisServer) -> None:
     store = make_store(with_query(private_redis.url, QUIET))
     ledger = Ledger(store, namespace="rt", lease=30)

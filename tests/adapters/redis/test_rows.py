@@ -19,6 +19,7 @@ from rill_executor.store import (
     JobRow,
     JobState,
 )
+from tests.clocks import STORE_CLOCK
 
 from .conftest import QUIET, AnyStore, with_query
 
@@ -86,6 +87,7 @@ def test_a_granted_claim_and_commit_answer_the_stored_row(make_store: MakeStore,
     _finished(store, row, failure)
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_takeover_answers_the_stored_row_with_its_watchers(
     make_store: MakeStore, url: str
 ) -> None:

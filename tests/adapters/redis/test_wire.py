@@ -19,6 +19,7 @@ from rill_executor.testing.conformance import ClaimsAndFencing, History, Outbox,
 from rill_executor_redis import AsyncRedisStore, RedisStore, _wire
 from rill_executor_redis._wire import async_wire_for, wire_for
 from rill_executor_redis.testing import RedisServer
+from tests.clocks import SERVER_TIMER
 
 from .conftest import QUIET, AnyStore, with_query
 
@@ -89,6 +90,7 @@ def test_a_client_subclass_keeps_every_command(redis_url: str) -> None:
         store.close()
 
 
+@pytest.mark.real_clock(SERVER_TIMER)
 def test_idle_connections_closed_by_the_server_are_opened_again(
     make_store: MakeStore, private_redis: RedisServer
 ) -> None:

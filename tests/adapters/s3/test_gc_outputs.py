@@ -7,12 +7,16 @@ import json
 import time
 import uuid
 
+import pytest
+
 from rill_executor import Claim, Ledger
 from tests.acceptance.cli import opts, run
+from tests.clocks import STORE_CLOCK
 
 from .conftest import PREFIX, REGION, MotoServer
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_gc_collects_orphan_outputs_then_deletes_the_records(
     sqlite_url: str, moto: MotoServer, bucket: str
 ) -> None:

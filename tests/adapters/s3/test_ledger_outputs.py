@@ -25,6 +25,7 @@ from rill_executor import ChecksumMismatch, Claim, Ledger, StaleAttempt
 from rill_executor.outputs import OutputRef
 from rill_executor.reports import ObjectState
 from rill_executor_s3 import S3OutputStore
+from tests.clocks import SIGNALS, STORE_CLOCK
 
 from .conftest import PREFIX, REGION, MotoServer
 
@@ -96,6 +97,7 @@ def _next(child: subprocess.Popen[str]) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("mode", "orphan_exists"), [("kill-before-upload", False), ("kill-before-commit", True)]
 )
+@pytest.mark.real_clock(SIGNALS)
 def test_an_attempt_killed_midway_leaves_only_an_orphan(
     store_url: str, outputs_url: str, ledger: Ledger, mode: str, orphan_exists: bool
 ) -> None:
@@ -115,6 +117,7 @@ def test_an_attempt_killed_midway_leaves_only_an_orphan(
     _assert_one_committed_set(ledger, key, winner, orphan_exists)
 
 
+@pytest.mark.real_clock(SIGNALS)
 @pytest.mark.slow
 def test_a_zombie_that_uploads_after_being_fenced_cannot_commit(
     store_url: str, outputs_url: str, ledger: Ledger
@@ -165,6 +168,7 @@ def test_an_object_changed_behind_the_ledger_fails_verification(
         ledger.verify(ref)
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_stale_attempt_writes_no_object(ledger: Ledger) -> None:
     a = ledger.claim("video-stale", lease=0.2)
     assert isinstance(a, Claim)

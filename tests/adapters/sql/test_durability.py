@@ -25,6 +25,7 @@ from rill_executor._recheck import RECHECK_AFTER
 from rill_executor.store import UnsafeDeployment
 from rill_executor_sql import SqlStore
 from rill_executor_sql._durability import risks_of
+from tests.clocks import RECHECK
 
 from ...conftest import ensure_database
 
@@ -65,6 +66,7 @@ def _new_connections(ledger: Ledger) -> None:
     ledger.status("order-1")
 
 
+@pytest.mark.real_clock(RECHECK)
 def test_a_postgres_store_whose_commits_turn_non_durable_refuses_claims(own_postgres: str) -> None:
     namespace = f"payments-{uuid.uuid4().hex[:8]}"
     with Ledger(_with(own_postgres, "durability=require"), namespace=namespace) as ledger:

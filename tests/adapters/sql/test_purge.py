@@ -21,6 +21,7 @@ from rill_executor.store import (
 )
 from rill_executor_sql import SqlStore
 from rill_executor_sql._schema import fences
+from tests.clocks import STORE_CLOCK
 
 from .test_sql_store import _raw_statements, _statements
 
@@ -68,6 +69,7 @@ def _purge(namespace: str, **options: Any) -> PurgeRequest:
     return PurgeRequest(namespace=namespace, dangling_after_us=dangling, **options)
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_postgres_purges_a_batch_in_one_statement(
     postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +83,7 @@ def test_postgres_purges_a_batch_in_one_statement(
     assert len(seen) == 2, seen  # one statement a batch
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 @pytest.mark.parametrize("family", ["sqlite", "mariadb"])
 def test_client_decided_stores_purge_a_batch_in_one_short_transaction(
     family: str, request: pytest.FixtureRequest
@@ -123,6 +126,7 @@ def _fail_fast_on_locks(store: SqlStore, family: str) -> None:
     store.engine.dispose()  # every connection from now on is checked out afresh
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 @pytest.mark.parametrize("family", SERVERS)
 def test_a_purge_skips_a_row_a_claim_holds_and_never_waits(
     family: str, request: pytest.FixtureRequest
@@ -145,6 +149,7 @@ def test_a_purge_skips_a_row_a_claim_holds_and_never_waits(
     store.close()
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_a_kept_fence_is_swept_one_retention_after_its_record(url: str) -> None:
     store, namespace = SqlStore(url), _namespace()
     _expired(store, namespace, ["k"])
@@ -167,6 +172,7 @@ def test_a_kept_fence_is_swept_one_retention_after_its_record(url: str) -> None:
     store.close()
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 @pytest.mark.parametrize("family", SERVERS)
 def test_claims_racing_purges_never_repeat_a_fence(
     family: str, request: pytest.FixtureRequest

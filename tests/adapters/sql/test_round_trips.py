@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from sqlalchemy.util import greenlet_spawn
 
 from rill_executor import (
@@ -28,6 +29,7 @@ from rill_executor import (
 )
 from rill_executor.store import JobState
 from rill_executor_sql import AsyncSqlStore, SqlStore
+from tests.clocks import STORE_CLOCK
 
 _SHOW = "SHOW SESSION STATUS WHERE Variable_name LIKE 'Com\\_%' OR Variable_name = 'Questions'"
 _REPS = 10
@@ -106,6 +108,7 @@ def _namespace() -> str:
     return f"rt{uuid.uuid4().hex[:8]}"
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_mariadb_status_and_claims_that_write_nothing_are_one_round_trip(
     mariadb_url: str,
 ) -> None:
@@ -140,6 +143,7 @@ def test_mariadb_status_and_claims_that_write_nothing_are_one_round_trip(
     assert seen == EXPECTED
 
 
+@pytest.mark.real_clock(STORE_CLOCK)
 def test_mariadb_async_status_and_claims_that_write_nothing_are_one_round_trip(
     mariadb_url: str,
 ) -> None:
