@@ -140,8 +140,17 @@ def connection_counter(url: str) -> Callable[[], int | None] | None:
     if scheme in {"redis", "rediss"}:
         import redis
 
-        client = redis.Redis.from_url(url, socket_timeout=5)
-        db = int(urlsplit(url).path.lstrip("/") or 0)
+        # Not from_url: the store's own options (durability=) are not redis-py's.
+        parts = urlsplit(url)
+        db = int(parts.path.lstrip("/") or 0)
+        client = redis.Redis(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 6379,
+            username=parts.username,
+            password=parts.password,
+            ssl=scheme == "rediss",
+            socket_timeout=5,
+        )
 
         def clients() -> int:
             own = client.client_id()
