@@ -2,7 +2,7 @@
 
     make soak                                     # 30 minutes on a Redis server of its own
     .venv/bin/python benchmarks/soak.py [--store URL] [--duration 1800]
-        [--warmup 300] [--sample-every 10] [--rate 20] [--processes 2] [--lease 10]
+        [--warmup 300] [--sample-every 10] [--rate 10] [--processes 2] [--lease 10]
         [--faults dup,redo,refused-callback,lost-callback] [--fault-rate 1/4s]
         [--work 0.05:0.5] [--tolerance 0.05] [--out DIR] [--seed 1]
 
@@ -353,6 +353,30 @@ def summarise(
 # --- the checks ---------------------------------------------------------------------------------
 
 
+def steady_check(
+    samples: list[dict[str, Any]], started: float, ended: float, warmup: float, rate: float
+) -> dict[str, Any]:
+    """Callbacks kept coming after the warm-up, in each window at least a quarter of the rate:
+    an executor that receives nothing (a harness that fell behind and never caught up) has a
+    flat RSS that says nothing."""
+    after = [s for s in samples if started + warmup <= s["at"] <= ended]
+    span = (after[-1]["at"] - after[0]["at"]) if after else 0.0
+    window = max(1e-9, min(60.0, span / 4))
+    problems = []
+    begin = after[0]["at"] if after else started
+    while after and begin < after[-1]["at"]:
+        got = sum(s["callbacks"] for s in after if begin < s["at"] <= begin + window)
+        if got < rate * window / 4:
+            problems.append(
+                f"{got} callbacks in {window:g} s from {begin - started:.0f} s, at"
+                f" {rate:g} dispatches a second"
+            )
+        begin += window
+    if not after:
+        problems.append("no sample after the warm-up")
+    return {"name": "steady_rate", "ok": not problems, "problems": problems}
+
+
 def rss_check(summary: dict[str, Any]) -> dict[str, Any]:
     tolerance = summary["tolerance"]
     problems = []
@@ -422,7 +446,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=1800.0, help="seconds of dispatches")
     p.add_argument("--warmup", type=float, default=300.0, help="seconds before RSS is compared")
     p.add_argument("--sample-every", type=float, default=10.0, metavar="SECONDS")
-    p.add_argument("--rate", type=float, default=20.0, help="async dispatches a second")
+    p.add_argument("--rate", type=float, default=10.0, help="async dispatches a second")
     p.add_argument("--processes", type=int, default=2, help="executor processes")
     p.add_argument("--lease", type=float, default=10.0, help="the executors' lease, seconds")
     p.add_argument("--faults", default="dup,redo,refused-callback,lost-callback")
@@ -503,6 +527,7 @@ def soak(args: argparse.Namespace, store: str, reaper: Reaper) -> dict[str, Any]
     keys = len({w.key for w in record.watched})
     checks = [
         rss_check(summary),
+        steady_check(samples, record.started, record.ended, args.warmup, args.rate),
         *engine_checks(record, namespace),
         *store_checks(store, namespace, keys),
     ]

@@ -48,7 +48,7 @@ def test_a_short_soak_computes_every_check_and_leaves_nothing_pending(tmp_path: 
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((out / "soak.json").read_text())
     checks = {c["name"]: c for c in result["checks"]}
-    for name in ("rss_flat", *ENGINE_CHECKS, *STORE_CHECKS):
+    for name in ("rss_flat", "steady_rate", *ENGINE_CHECKS, *STORE_CHECKS):
         assert checks[name]["ok"], checks.get(name)
     assert result["run"]["tasks"] > 0 and result["run"]["callbacks"] >= result["run"]["tasks"]
     workers = result["summary"]["workers"]
@@ -94,3 +94,16 @@ def test_rss_samples_after_the_dispatches_end_are_not_compared() -> None:
         s["workers"]["0"]["rss"] //= 2
     summary = soak.summarise(samples, [], 1000.0, 1059.0, 20.0, 0.05)
     assert soak.rss_check(summary)["ok"], summary
+
+
+def test_a_run_whose_callbacks_stop_is_not_steady() -> None:
+    """A harness that falls behind for good leaves the executors idle, their RSS flat: the
+    soak says the rate was not kept rather than that nothing grew."""
+    soak = _soak()
+    samples = _samples(0.0)
+    for s in samples:
+        s["callbacks"] = 10 if s["at"] < 1050 else 0  # 10 a second, then none
+    assert not soak.steady_check(samples, 1000.0, 1100.0, 20.0, 10.0)["ok"]
+    for s in samples:
+        s["callbacks"] = 10
+    assert soak.steady_check(samples, 1000.0, 1100.0, 20.0, 10.0)["ok"]
