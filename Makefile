@@ -11,6 +11,10 @@
 # (SIM_SEEDS to change the range, SIM_JOBS the processes).
 # `make bench-rillflow` runs the Rill Flow executor end to end against the engine's sample
 # executor, three runs (RILLFLOW_ARGS, e.g. --arms sample,redis --profile /tmp/rf-profile).
+# `make soak` runs the example executor for 30 minutes at a steady rate with redos and resent
+# callbacks, on a Redis server it starts itself, sampling RSS, file descriptors, store
+# connections and callback latency every 10 s, and checks the store at the end (SOAK_ARGS,
+# e.g. --store postgresql+psycopg://postgres@127.0.0.1:5432/soak --duration 600).
 # `make dist` builds the wheel and sdist of the four distributions into dist/ and checks them
 # (twine check --strict); `make wheel-check` installs them in a fresh virtual environment
 # outside the clone and runs them there (.ci/wheel-check).
@@ -20,7 +24,7 @@ BIN := $(VENV)/bin
 BENCH_REDIS ?= redis://127.0.0.1:6379/15  # a scratch database: the benchmark's jobs stay an hour
 PACKAGES := -e '.[cli,testing,rillflow]' -e 'adapters/sql[postgres,mariadb]' -e 'adapters/s3[typing]' -e adapters/redis
 
-.PHONY: demo test lint docs simulate dist wheel-check bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode
+.PHONY: demo test lint docs simulate dist wheel-check bench bench-gc bench-audit bench-scale bench-cluster bench-rillflow transcode soak
 
 $(VENV)/.installed: pyproject.toml adapters/*/pyproject.toml requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -82,3 +86,6 @@ bench-cluster: $(VENV)/.installed
 bench-rillflow: $(VENV)/.installed
 	$(BIN)/pip install --quiet -r requirements-bench.txt
 	$(BIN)/python benchmarks/bench_rillflow.py --runs 3 --redis-url $(BENCH_REDIS) $(RILLFLOW_ARGS)
+
+soak: $(VENV)/.installed
+	$(BIN)/python benchmarks/soak.py $(SOAK_ARGS)

@@ -300,6 +300,8 @@ class RillFlowExecutor:
                     await self.ledger.run_claimed(task.spec, claim, args, span, persist=True)
                 except HandedOff:
                     await self._handoffs.handed_off(claim)
+                finally:  # a handler that asked for a token and then failed or returned
+                    self._handoffs.forget(claim)
             self.deliverer.wake()
 
         running = asyncio.create_task(run(), name=f"rill-{claim.key}")

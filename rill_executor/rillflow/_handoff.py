@@ -179,6 +179,11 @@ class HandOffs:
             with contextlib.suppress(StaleAttempt):  # completed already, or taken over
                 await claim.heartbeat(timedelta(seconds=left))
 
+    def forget(self, claim: AsyncClaim) -> None:
+        """The attempt's handler is over: what it asked for is kept no longer (one that
+        asked for a token and then failed or returned never raised ``HandedOff``)."""
+        self._asked.pop(claim.attempt_id, None)
+
     def mount(self, router: APIRouter, prefix: str) -> None:
         if self.tokens is None:
             return  # no secret, or a bad one: refused when the app starts

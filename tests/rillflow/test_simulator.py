@@ -315,6 +315,9 @@ def test_an_async_task_acknowledged_then_called_back_succeeds_with_the_callback_
     # trigger.json reads failure from the status parameter only: result_type is ignored.
     assert view.status is TaskStatus.SUCCEED
     assert view.output == reply["output"]
+    assert engine.status(execution_id, "encode") is TaskStatus.SUCCEED  # the status alone
+    with pytest.raises(UsageError, match="has no task 'decode'"):
+        engine.status(execution_id, "decode")
     [record] = engine.dispatches(execution_id)
     assert record.headers["X-Mode"] == "async"
     [callback] = engine.callbacks(execution_id, "encode")

@@ -49,6 +49,7 @@ class Frame(BaseModel):
     ttl: float = 3600.0  # the token's life
     lease: float | None = None  # the lease hand_off asks for (default: the ttl)
     then: str = "hand_off"  # what a run after the first does: "hand_off" or "render"
+    queue_down: bool = False  # the async handler fails after hand_off (the token is not queued)
 
 
 class Rendered(BaseModel):
@@ -83,6 +84,8 @@ class Service:
             key = f"{job.scene}:{job.frame}"
             self.runs[key] += 1
             self.tokens[key] = self.executor.hand_off(timedelta(seconds=job.ttl))
+            if job.queue_down:
+                raise RuntimeError("the render farm's queue is down: the token was not queued")
             raise HandedOff()
 
         key = lambda job: f"{job.scene}:{job.frame}"  # noqa: E731
@@ -173,6 +176,20 @@ def test_an_external_worker_completes_with_its_token(
     if path == "/render":  # a def handler: the lease was extended before hand_off returned
         expires = CompletionTokens(SECRET).verify(token).expires_at
         assert service.leases["S:1"] > expires - timedelta(minutes=1)
+
+
+def test_a_handler_that_fails_after_hand_off_leaves_nothing_behind(
+    service: Service, running: str, engine: EngineSimulator
+) -> None:
+    """The lease a hand-off asked for is kept until the handler raises ``HandedOff``; one
+    that fails instead must not leave it kept for the life of the process (one entry per
+    attempt, growing for good)."""
+    handoffs = service.executor._handoffs
+    for frame in range(3):
+        execution = _submit(engine, running, path="/render-async", frame=frame, queue_down=True)
+        assert engine.wait_for(execution, "render").status is TaskStatus.FAILED
+    engine.wait_until(lambda: not service.executor._running)  # every handler's run is over
+    assert handoffs._asked == {}
 
 
 def _forged(token: str) -> str:

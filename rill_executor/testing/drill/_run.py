@@ -155,6 +155,12 @@ class FaultDrill:
         self._holes: set[int] = set()  # executors whose store link is a black hole
         self._slow: set[int] = set()  # executors whose store link has added latency
 
+    @property
+    def executors(self) -> list[ExecutorProcess]:
+        """The executor processes, once ``run`` has started them (a restarted one keeps its
+        place and gets a new ``pid``): what a soak samples while the drill runs."""
+        return list(self._executors)
+
     # --- running ---------------------------------------------------------------------------
 
     def run(self) -> DrillRecord:
@@ -265,7 +271,7 @@ class FaultDrill:
         while time.monotonic() < deadline:
             self._watched.extend(self.workload.discover(engine))
             final = self.workload.settled(engine) and all(
-                engine.task(w.execution_id, w.task_name).status.is_final for w in self._watched
+                engine.status(w.execution_id, w.task_name).is_final for w in self._watched
             )
             last = max(
                 [r.received_at for r in engine.callbacks()]
@@ -308,7 +314,7 @@ class FaultDrill:
         return [
             w
             for w in self._watched
-            if engine.task(w.execution_id, w.task_name).status is TaskStatus.RUNNING
+            if engine.status(w.execution_id, w.task_name) is TaskStatus.RUNNING
         ]
 
     def _routed_to(self, running: list[Watched], index: int) -> list[tuple[str, str]]:
@@ -443,7 +449,7 @@ class FaultDrill:
             candidates = [
                 w
                 for w in self._watched
-                if engine.task(w.execution_id, w.task_name).status is TaskStatus.SUCCEED
+                if engine.status(w.execution_id, w.task_name) is TaskStatus.SUCCEED
             ]
         else:
             candidates = running
