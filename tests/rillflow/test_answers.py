@@ -349,7 +349,7 @@ def test_an_invalid_business_key_is_a_400(store_url: str, mode: str, video: str,
     assert service.runs == Counter()
 
 
-# real clock: a real Redis server stopped and started again
+@pytest.mark.real_clock("a real Redis server stopped and started again")
 def test_the_status_endpoint_answers_503_during_a_store_outage(server_url: str) -> None:
     link = StoreLink(server_url)
     service = Executor(link.url)
@@ -394,7 +394,7 @@ def test_a_hand_off_on_a_sync_dispatch_is_a_503_and_retryable(store_url: str, mo
     assert status["state"] == JobState.FAILED and status["error"]["retryable"] is True
 
 
-# real clock: a real Redis outage, and the lease on Redis's own clock
+@pytest.mark.real_clock("a real Redis outage, and the lease on Redis's own clock")
 def test_complete_during_an_outage_gives_no_false_lease_end(
     server_url: str, engine: EngineSimulator
 ) -> None:
@@ -424,7 +424,7 @@ def test_complete_during_an_outage_gives_no_false_lease_end(
 # -- logs ----------------------------------------------------------------------------------
 
 
-# real clock: a real Redis outage, polled by the deliverer's real-time loop
+@pytest.mark.real_clock("a real Redis outage, polled by the deliverer's real-time loop")
 def test_the_deliverer_logs_an_outage_once_and_its_end(
     server_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -452,7 +452,7 @@ def test_the_deliverer_logs_an_outage_once_and_its_end(
 # -- start-up ------------------------------------------------------------------------------
 
 
-# real clock: a real uvicorn process against a closed port
+@pytest.mark.real_clock("a real uvicorn process against a closed port")
 @pytest.mark.slow
 def test_an_executor_starts_with_redis_unreachable_and_answers_503(tmp_path: Path) -> None:
     """Under uvicorn with two workers, as SQLite and PostgreSQL do: no worker dies at
@@ -474,7 +474,7 @@ def _segment() -> dict[str, Any]:
     return {"video": "A", "segment": 1, "profile": "h264-v2"}
 
 
-# real clock: a real uvicorn process that must stop at start-up
+@pytest.mark.real_clock("a real uvicorn process that must stop at start-up")
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("setting", "value", "why"),

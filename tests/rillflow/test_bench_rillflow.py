@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_rillflow.py"
 
 
-# real clock: a throughput check of real dispatches and callbacks through real Redis
+@pytest.mark.real_clock("a throughput check of real dispatches and callbacks through real Redis")
 def test_every_async_dispatch_gets_exactly_one_callback(redis_url: str, tmp_path: Path) -> None:
     figures = tmp_path / "figures.json"
     command = [

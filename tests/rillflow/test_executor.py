@@ -123,7 +123,9 @@ def test_sync_answers_the_committed_result(
     assert service.runs == Counter({"A:1:h264-v2": 1})
 
 
-# real clock: the engine's HTTP read timeout is a socket timeout; the handler's run is real
+@pytest.mark.real_clock(
+    "the engine's HTTP read timeout is a socket timeout; the handler's run is real"
+)
 def test_a_slow_sync_handler_is_not_run_again_by_the_resend(
     service: Service, running: str, engine: EngineSimulator
 ) -> None:
@@ -149,7 +151,9 @@ def test_async_calls_back_once_with_the_committed_result(
     assert service.runs == Counter({"A:1:h264-v2": 1})
 
 
-# real clock: the timers must fall inside the handler's real 1.5 s run, on the executor's threads
+@pytest.mark.real_clock(
+    "the timers must fall inside the handler's real 1.5 s run, on the executor's threads"
+)
 def test_an_async_timeout_and_retry_while_the_first_runs_execute_once(
     service: Service, running: str
 ) -> None:
@@ -174,7 +178,7 @@ def _timeouts_and_retries_execute_once(
     assert len(applied) == 1
 
 
-# real clock: the redo must land inside the handler's real 1 s run
+@pytest.mark.real_clock("the redo must land inside the handler's real 1 s run")
 def test_a_redo_of_a_running_task_does_not_run_it_twice(
     service: Service, running: str, engine: EngineSimulator
 ) -> None:

@@ -122,7 +122,9 @@ def _submit(engine: EngineSimulator, url: str, retry: Retry | None = None) -> tu
     return engine.submit(task), f"{video}:1"
 
 
-# real clock: the lapse is judged on each real store's own clock (SQLite, PostgreSQL, Redis)
+@pytest.mark.real_clock(
+    "the lapse is judged on each real store's own clock (SQLite, PostgreSQL, Redis)"
+)
 def test_a_watched_job_whose_owner_stalled_is_run_again_and_told_once(
     store_url: str, engine: EngineSimulator
 ) -> None:
@@ -149,7 +151,7 @@ def test_a_watched_job_whose_owner_stalled_is_run_again_and_told_once(
     assert [(n["fence"], n["outcome"]) for n in lapses] == [(1, "redriven")]
 
 
-# real clock: the lapses are judged on each real store's own clock
+@pytest.mark.real_clock("the lapses are judged on each real store's own clock")
 def test_a_job_that_lapses_too_often_fails_retryable_and_the_engine_retries(
     store_url: str, engine: EngineSimulator
 ) -> None:
@@ -170,7 +172,7 @@ def test_a_job_that_lapses_too_often_fails_retryable_and_the_engine_retries(
     assert "lapsed" in status["attempts"][1]["error"]["message"]
 
 
-# real clock: a real outage of the store, and a lease on the store's own clock
+@pytest.mark.real_clock("a real outage of the store, and a lease on the store's own clock")
 def test_a_finish_that_meets_a_store_outage_is_written_when_the_store_is_back(
     server_url: str, engine: EngineSimulator, caplog: pytest.LogCaptureFixture
 ) -> None:

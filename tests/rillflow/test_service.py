@@ -111,7 +111,9 @@ def told_once(engine: EngineSimulator, execution: str) -> bool:
     )
 
 
-# real clock: the engine's read timeout is a socket timeout; the run is real, in a process
+@pytest.mark.real_clock(
+    "the engine's read timeout is a socket timeout; the run is real, in a process"
+)
 def test_a_slow_sync_handler_runs_once_across_the_resend(
     service: ExecutorService, engine: EngineSimulator
 ) -> None:
@@ -124,7 +126,9 @@ def test_a_slow_sync_handler_runs_once_across_the_resend(
     assert service.runs() == {key: 1}
 
 
-# real clock: the timers must fall inside the handler's real 2 s run, in a uvicorn process
+@pytest.mark.real_clock(
+    "the timers must fall inside the handler's real 2 s run, in a uvicorn process"
+)
 def test_an_async_timeout_and_retries_while_it_runs_execute_once(
     service: ExecutorService, exact: EngineSimulator
 ) -> None:
@@ -137,7 +141,9 @@ def test_an_async_timeout_and_retries_while_it_runs_execute_once(
     assert applied(engine, execution).count(200) == 1
 
 
-# real clock: the redo must land inside the handler's real 1.5 s run, in a uvicorn process
+@pytest.mark.real_clock(
+    "the redo must land inside the handler's real 1.5 s run, in a uvicorn process"
+)
 def test_a_redo_of_a_running_task_does_not_run_it_again(
     service: ExecutorService, engine: EngineSimulator
 ) -> None:
@@ -169,7 +175,7 @@ def _engine_port(engine: EngineSimulator) -> int:
     return port
 
 
-# real clock: a real process killed with SIGKILL, restarted, and its store's own clock
+@pytest.mark.real_clock("a real process killed with SIGKILL, restarted, and its store's own clock")
 def test_a_crash_between_commit_and_callback_loses_nothing(store_url: str, tmp_path: Path) -> None:
     gate = FaultProxy("127.0.0.1", None)  # the engine is unreachable at first
     engine = _Behind()
@@ -213,7 +219,9 @@ def _ended_once(
     assert [a["outcome"] for a in status["attempts"]].count("succeeded") == 1
 
 
-# real clock: a process killed with SIGKILL; its re-drive waits on the store's own clock
+@pytest.mark.real_clock(
+    "a process killed with SIGKILL; its re-drive waits on the store's own clock"
+)
 def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -238,7 +246,9 @@ def test_an_executor_killed_mid_run_is_redriven_after_its_restart(
         service.stop()
 
 
-# real clock: a process killed with SIGKILL; its re-drive waits on the store's own clock
+@pytest.mark.real_clock(
+    "a process killed with SIGKILL; its re-drive waits on the store's own clock"
+)
 def test_a_timeout_the_engine_does_not_arm_leaves_a_killed_run_to_the_executor(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -309,7 +319,9 @@ def test_a_retry_that_fires_alongside_a_redo_joins_its_run(
         gate.close()
 
 
-# real clock: a real outage of the store's connection, and leases on the store's own clock
+@pytest.mark.real_clock(
+    "a real outage of the store's connection, and leases on the store's own clock"
+)
 @pytest.mark.parametrize("server", ["postgres", "redis"])
 def test_the_stores_connection_cut_mid_run_ends_in_one_result(
     server: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -334,7 +346,9 @@ def test_the_stores_connection_cut_mid_run_ends_in_one_result(
         link.close()
 
 
-# real clock: a real process killed with SIGKILL while its callback is cut off by a proxy
+@pytest.mark.real_clock(
+    "a real process killed with SIGKILL while its callback is cut off by a proxy"
+)
 def test_a_repeated_finish_is_delivered_not_retried(store_url: str, tmp_path: Path) -> None:
     """The engine applied the callback but its answer was lost: the resend is answered
     "repeated finish", which counts as delivered."""
@@ -427,7 +441,7 @@ def test_failures_reach_the_engine_terminal_ones_are_not_rerun(
         assert len(failed) == 3 and "cannot encode" in json.loads(failed[0].body_text)["error_msg"]
 
 
-# real clock: a real process stopped past its lease, judged on the store's own clock
+@pytest.mark.real_clock("a real process stopped past its lease, judged on the store's own clock")
 def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
     store_url: str, tmp_path: Path
 ) -> None:
@@ -470,7 +484,9 @@ def test_a_stopped_attempt_superseded_meanwhile_sends_no_callback(
         front.close()
 
 
-# real clock: a real process stopped past its hand-off's lease, judged on the store's own clock
+@pytest.mark.real_clock(
+    "a real process stopped past its hand-off's lease, judged on the store's own clock"
+)
 def test_a_stopped_attempts_completion_token_is_refused_after_a_takeover(
     store_url: str, tmp_path: Path
 ) -> None:

@@ -251,10 +251,12 @@ def test_a_failing_sync_answer_records_the_executor_message(
 # --- transport: timeouts and the identical resend ---------------------------------------------
 
 
+@pytest.mark.real_clock(
+    "the engine's HTTP client timeouts are socket timeouts, on no virtual clock"
+)
 def test_a_sync_handler_slower_than_the_read_timeout_is_resent_once_then_fails(
     engine: EngineSimulator, executor: Executor
 ) -> None:
-    # real clock: the engine's HTTP client timeouts are socket timeouts, on no virtual clock
     execution_id = engine.submit(Task("slow", f"{executor.url}/slow"))
 
     view = engine.wait_for(execution_id, "slow")
@@ -468,11 +470,13 @@ def test_a_bad_retry_policy_is_refused(bad: dict[str, Any]) -> None:
         Retry(**bad)
 
 
+@pytest.mark.real_clock(
+    "the default timer runner (a thread on the real clock, no clock given) must fire"
+    " timers by itself, after their delays and never before"
+)
 def test_a_failing_task_is_redispatched_after_each_delay_until_its_attempts_run_out(
     exact: EngineSimulator, executor: Executor
 ) -> None:
-    # real clock: the default timer runner (a thread on the real clock, no clock given) must
-    # fire timers by itself, after their delays and never before
     answer = json.dumps({"result_type": "FAILED"})
     retry = Retry(max_retry_times=2, interval_in_seconds=0.05, multiplier=2)
     execution_id = exact.submit(
