@@ -219,21 +219,6 @@ def _claim() -> list[Case]:
             Claim(63, "a2"),
             True,
             Row("processing", 2, "a2", lease=OP(10), attempts=(Try("a2", 2, "running"),)),
-            differs=(
-                (
-                    "redis",
-                    Row(
-                        "processing",
-                        2,
-                        "a2",
-                        lease=OP(10),
-                        attempts=(Try("a1", 1, "succeeded"), Try("a2", 2, "running")),
-                    ),
-                    "the history hash that keeps the last fence keeps the purged record's"
-                    " attempts too, and the next claim's history goes on from them"
-                    " (tests/adapters/redis/test_retention.py pins it for an expired record)",
-                ),
-            ),
         ),
         case(
             "fresh key with a watch: the watch kept with the job",

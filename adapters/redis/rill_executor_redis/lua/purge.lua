@@ -53,6 +53,21 @@ local function delete(name, history, job)
   -- record: now + keep_for is never earlier than that (now >= retain_until).
   local until_us = now + keep_for(job[2], job[5], job[6])
   redis.call('PEXPIREAT', history, us(math.floor((until_us + 999) / 1000)))
+  -- The record's attempts go with it, as a SQL purge deletes them: the next claim's history
+  -- starts empty. Taken off after the HSET above, so a refused HSET leaves all as it was.
+  local drop = {}
+  for _, field in ipairs(redis.call('HKEYS', history)) do
+    if field ~= 'fence' then
+      drop[#drop + 1] = field
+      if #drop == 1000 then -- unpack's limit is some thousands of values
+        redis.call('HDEL', history, unpack(drop))
+        drop = {}
+      end
+    end
+  end
+  if #drop > 0 then
+    redis.call('HDEL', history, unpack(drop))
+  end
   redis.call('DEL', name)
   if index then -- the index holds jobs that someone waits for: not this one
     redis.call('ZREM', index, string.match(name, '{(%x+)}'))
