@@ -122,6 +122,19 @@ def _faults_under_way(proc: subprocess.Popen[str], faults: int = 2) -> list[str]
     return lines
 
 
+# A drill leaves a signal it was started ignoring ignored (``nohup``), and a test run
+# started in the background ignores SIGINT (and under nohup SIGHUP): each drill here starts
+# with the default dispositions, as from a terminal, whatever the test run started with.
+DEFAULT_SIGNALS = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys\n"
+    "for each in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):\n"
+    "    signal.signal(each, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])",
+]
+
+
 class Drills:
     """Starts drills as subprocesses; after the test, kills whatever of theirs survived."""
 
@@ -132,7 +145,9 @@ class Drills:
 
     def start(self, argv: list[str], cwd: Path) -> subprocess.Popen[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RILL_")}
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [*DEFAULT_SIGNALS, *argv], cwd=cwd, env=env, stderr=subprocess.PIPE, text=True
+        )
         self.procs.append(proc)
         self.cwd = cwd
         return proc

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ... import MAX_KEY_BYTES, InvalidKey, InvalidPayload, JobFailed, JobState, Replay, UsageError
@@ -47,12 +47,21 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control or lon
 
 
 def _examples(test: Callable[[str], None]) -> None:
+    passed: set[str] = set()
+
+    def once(text: str) -> None:
+        # Two draws can give one text ("é" is a pick and a character too): in the one
+        # namespace the examples share, the second would find the first's record.
+        assume(text not in passed)
+        test(text)
+        passed.add(text)
+
     run = settings(
         max_examples=40,
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
-    )(given(text=hostile_text)(test))
+    )(given(text=hostile_text)(once))
     run()
 
 
