@@ -62,6 +62,7 @@ class Heartbeats:
         self._renewing: _Watch | None = None  # the watch whose renewal is in flight
         self._pace: int | None = None  # the shortest interval started: the thread's idle wait
         self._used = False  # a call started since the thread last went to sleep
+        self._closed = False  # the ledger is closed: the thread ends, none starts again
 
     def start(self, claim: Claim, interval: float) -> _Watch:
         """Renew ``claim`` every ``interval`` seconds until ``stop``."""
@@ -71,7 +72,7 @@ class Heartbeats:
             self._running.add(watch)
             self._used = True
             self._pace = step if self._pace is None else min(self._pace, step)
-            if self._thread is None:
+            if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._run, name="rill-heartbeats", daemon=True
                 )
@@ -90,10 +91,21 @@ class Heartbeats:
             while self._renewing is watch:
                 self._renewed.wait()
 
-    def _next(self) -> _Watch:
-        """The running watch due first, once it is due, marked as being renewed."""
+    def close(self) -> None:
+        """End the thread (its ledger is closed; a ledger's store cannot renew after), so
+        closing a ledger leaves no thread behind."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+            self._wake.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _next(self) -> _Watch | None:
+        """The running watch due first, once it is due, marked as being renewed; None once
+        closed."""
         with self._wake:
-            while True:
+            while not self._closed:
                 first = min(self._running, key=_due, default=None)
                 now = self._clock.monotonic_ns()
                 if first is not None and first.due <= now:
@@ -108,10 +120,10 @@ class Heartbeats:
                 self._used = False
                 self._sleeps_until = math.inf if until is None else until
                 self._clock.wait(self._wake, until)
+            return None
 
     def _run(self) -> None:
-        while True:
-            watch = self._next()
+        while (watch := self._next()) is not None:
             again = False
             try:
                 again = _renew(watch.claim)

@@ -446,6 +446,7 @@ class Ledger(_LedgerBase[Store]):
         raise TypeError(f"{action!r} is no action a Ledger performs")
 
     def close(self) -> None:
+        self.heartbeats.close()
         self.store.close()
 
     def __enter__(self) -> Ledger:

@@ -97,7 +97,11 @@ def main() -> None:
     5 refused by the job's state (resolve on a live lease without --force), 6 interrupted
     (a drill stopped from outside).
     """
+    # Put back once the command is done: a caller that runs it in its own process (a
+    # test, a script) keeps its own hook.
+    before = warnings.showwarning
     warnings.showwarning = _one_line
+    click.get_current_context().call_on_close(lambda: setattr(warnings, "showwarning", before))
 
 
 @main.command()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -36,18 +38,29 @@ async def _deliver(
             ExitCode.USAGE,
         ) from None
     refuse_missing_file(store)
-    # Each answer is in the table: keep the deliverer's warnings off stderr.
-    logging.getLogger("rill_executor.rillflow").addHandler(logging.NullHandler())
-    async with AsyncLedger(store, namespace=namespace) as ledger:
-        deliverer = Deliverer(ledger, lease=lease, batch=batch, timeout=timeout)
-        try:
-            done = await deliverer.deliver()
-        finally:
-            await deliverer.stop()
-        if not done and not (await ledger.jobs(limit=1)).jobs:
-            with Ledger(store, namespace=namespace) as reader:  # its namespaces, if cheap
-                raise nothing_found(namespace, "no notice to deliver", reader.store)
-        return done
+    with _quiet(logging.getLogger("rill_executor.rillflow")):
+        async with AsyncLedger(store, namespace=namespace) as ledger:
+            deliverer = Deliverer(ledger, lease=lease, batch=batch, timeout=timeout)
+            try:
+                done = await deliverer.deliver()
+            finally:
+                await deliverer.stop()
+            if not done and not (await ledger.jobs(limit=1)).jobs:
+                with Ledger(store, namespace=namespace) as reader:  # its namespaces, if cheap
+                    raise nothing_found(namespace, "no notice to deliver", reader.store)
+            return done
+
+
+@contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    """Each answer is in the table: keep the deliverer's warnings off stderr, and take the
+    handler away after, so a caller running the command in its own process keeps its log."""
+    handler = logging.NullHandler()
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 @click.command()

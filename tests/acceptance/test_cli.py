@@ -1,11 +1,9 @@
-"""The installed ``rill-executor`` command, run as a subprocess."""
+"""The ``rill-executor`` command: its entry point (the demo, a process), its schema upgrade
+and its errors for store URLs that cannot work."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
@@ -13,16 +11,12 @@ from sqlalchemy.engine import make_url
 
 from rill_executor_sql import SCHEMA_VERSION
 
-EXE = Path(sys.executable).parent / "rill-executor"
-
-
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    assert EXE.exists(), f"{EXE} is missing: install rill-executor[cli] in this environment"
-    return subprocess.run([EXE, *args], check=False, capture_output=True, text=True, timeout=120)
+from .cli import run
 
 
 def test_demo_walks_through_every_answer() -> None:
-    done = run("demo", "--lease", "0.5")
+    # The installed entry point as a process: what pip put on the path starts the group.
+    done = run("demo", "--lease", "0.5", process=True)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "handler ran (1 run so far)" in out

@@ -257,7 +257,7 @@ def test_a_usage_error_starts_nothing(bad: list[str], tmp_path: Path) -> None:
     fake.chmod(0o755)
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     args = ["drill", "--command", "true {port}", "--own-redis", *bad, "-o", "json"]
-    done = run(*args, env={"PATH": path})
+    done = run(*args, env={"PATH": path}, process=True)
     assert done.returncode == 2, done.stderr
     assert not marker.exists(), "a redis-server was started for a drill that could not run"
 
@@ -265,7 +265,16 @@ def test_a_usage_error_starts_nothing(bad: list[str], tmp_path: Path) -> None:
 def test_an_unreachable_store_is_reported_before_any_executor_starts(tmp_path: Path) -> None:
     marker = tmp_path / "executor-started"
     command = f"sh -c 'touch {marker}; sleep 30' {{port}}"
-    done = run("drill", "--command", command, "--store", "redis://127.0.0.1:1/0", "-o", "json")
+    done = run(
+        "drill",
+        "--command",
+        command,
+        "--store",
+        "redis://127.0.0.1:1/0",
+        "-o",
+        "json",
+        process=True,
+    )
     assert done.returncode == 4, done.stderr
     assert "store_unavailable" in done.stderr
     assert not marker.exists()

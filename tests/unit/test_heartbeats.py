@@ -127,6 +127,15 @@ def test_a_claim_due_before_the_others_wakes_the_thread() -> None:
     assert all(isinstance(s, InProgress) for s in seen), seen
 
 
+def test_closing_the_ledger_ends_its_heartbeat_thread() -> None:
+    clock, store, ledger = _virtual()
+    _slow(ledger, store, clock, "first")  # starts the thread
+    thread = ledger.heartbeats._thread
+    assert thread is not None and thread.is_alive()
+    ledger.close()  # the thread sleeps for a renewal interval here: close must wake it
+    assert not thread.is_alive(), "the closed ledger left its heartbeat thread running"
+
+
 def test_many_short_calls_do_not_keep_their_ended_claims() -> None:
     # Each call queues its first renewal, due only in 10 s; a run of short calls must not
     # pile up that long a queue of ended claims (memory, and a slower push for every call).
