@@ -20,9 +20,11 @@ class LeasesAndClocks(KitBase):
     # -- heartbeats ------------------------------------------------------------------------
 
     def test_heartbeat_keeps_the_lease_live(self, ledger: DrivenLedger) -> None:
-        a = ledger.claim("k", lease=0.4)
-        for _ in range(6):
-            time.sleep(0.15)
+        # 1.6 s of beats past a 1.2-s lease: only the beats keep it, with 0.8 s to spare for
+        # a loaded machine's stalls between two of them (0.25 s was not always enough)
+        a = ledger.claim("k", lease=1.2)
+        for _ in range(4):
+            time.sleep(0.4)
             a.heartbeat()
             assert isinstance(ledger.claim("k"), InProgress)
         a.commit("done")
