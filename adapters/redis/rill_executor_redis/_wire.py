@@ -23,7 +23,9 @@ script call needs:
 ``AsyncWire`` is the same for ``redis.asyncio``, where the saving is larger: redis-py sends
 each command under ``asyncio.wait_for`` (a task per command on Python 3.11) and takes the
 pool's lock twice, and each command of each connection is a ``send`` of its own. Instead,
-the calls of one event loop share one connection (``_Pipe``): the commands made in one turn
+the calls of one event loop share one connection (``_Pipe``), checked as ``Wire`` checks an
+idle one before a call (the server's close may be on its socket before the reader task has
+had a turn to see it); the commands made in one turn
 of the loop go out in one write, and a reader task hands each reply to the oldest call still
 waiting (RESP answers in order). With 64 calls in flight that is one ``send`` for up to 64
 commands, where a ``send`` on loopback costs more than a script's arguments and reply (the
@@ -295,6 +297,8 @@ class AsyncWire:
         """Send ``buffer`` (one framed command), return its reply; a Redis error raises."""
         loop = asyncio.get_running_loop()
         pipe = self._pipes.get(loop)
+        if pipe is not None and not pipe.broken and pipe.stale():
+            await pipe.close()  # the server closed it while idle: open afresh, as ``Wire``
         if pipe is None or pipe.broken:
             pipe = self._pipes[loop] = _Pipe(self._pool.make_connection(), loop)
         return await pipe.call(buffer)
@@ -346,6 +350,23 @@ class _Pipe:
         if self._timer is None and self._timeout is not None:
             self._timer = self.loop.call_at(deadline, self._check)
         return await future
+
+    def stale(self) -> bool:
+        """Whether the pipe is idle (open, no call waiting) yet has something to read: the
+        server's close (a restart, a client timeout, ``CLIENT KILL``) that the reader task
+        has not been given a turn to see, or anything else said unasked."""
+        if self._reader is None or self._waiting or self._outgoing:
+            return False
+        stream = self.connection._reader
+        if stream is None or stream.at_eof() or self._reader.done():
+            return True
+        sock = self.connection._writer.transport.get_extra_info("socket")
+        if sock is None:
+            return False  # a transport without a socket: the reader task notices alone
+        try:
+            return bool(select.select((sock,), (), (), 0)[0])
+        except (ValueError, OSError):  # past select's limit, or closed under us
+            return False
 
     async def _open(self) -> None:
         try:

@@ -320,3 +320,28 @@ def test_a_timeout_fails_every_waiting_async_call_and_the_next_gets_its_own_answ
             await ledger.close()
 
     asyncio.run(run())
+
+
+def test_an_idle_async_connection_killed_before_its_reader_sees_it_is_opened_again(
+    private_redis: RedisServer,
+) -> None:
+    """The server closes the pipe's connection, and a call follows in the same turn of the
+    loop, before the reader task sees the close: the call goes out on a new connection."""
+    name = f"rill-{uuid.uuid4().hex[:8]}"
+    url = with_query(private_redis.url, f"{QUIET}&client_name={name}")
+    missing = job_id("w", "never claimed")
+
+    async def run() -> None:
+        store = AsyncRedisStore.from_url(url)
+        try:
+            assert await store.status(missing) is None  # the pipe is open, and idle
+            with private_redis.client() as admin:  # blocks the loop: no turn for the reader
+                killed = _names(admin, name)
+                admin.client_kill_filter(_type="normal", skipme=True)
+            assert await store.status(missing) is None  # not StoreUnavailable
+            with private_redis.client() as admin:
+                assert _names(admin, name) and not killed & _names(admin, name)
+        finally:
+            await store.close()
+
+    asyncio.run(run())
