@@ -8,7 +8,8 @@ schema, ``scheme = "package.module:upgrade"`` under ``rill_executor.schema``.
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import functools
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, cast
 
 from ._errors import ConfigError
@@ -32,6 +33,13 @@ _HINTS = {
 _SPELLINGS = {"postgres": "postgresql+psycopg"}
 
 
+@functools.cache
+def _installed(group: str) -> dict[str, EntryPoint]:
+    """The entry points of ``group``, read once a process: reading them scans the metadata
+    of every installed distribution (tens of milliseconds, more than opening a store)."""
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
 def _factory(url: str, group: str) -> Any:
     if not isinstance(url, str) or "://" not in url:
         raise ConfigError(
@@ -39,8 +47,12 @@ def _factory(url: str, group: str) -> Any:
             " 'postgresql+psycopg://user@host/db' or 'memory://'"
         )
     scheme = url.split("://", 1)[0].lower()
-    found = {ep.name: ep for ep in entry_points(group=group)}
-    for name in (scheme, scheme.split("+", 1)[0]):
+    names = (scheme, scheme.split("+", 1)[0])
+    found = _installed(group)
+    if not any(name in found for name in names):
+        _installed.cache_clear()  # an adapter installed since the last look is found
+        found = _installed(group)
+    for name in names:
         if name in found:
             return found[name].load()
     base = scheme.split("+", 1)[0]
