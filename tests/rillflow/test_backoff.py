@@ -239,3 +239,28 @@ def test_the_deliverers_loop_polls_and_times_an_outage_on_the_ledgers_clock(
         "delivering completion notices failed; trying again every 60.0 s: the store is down",
         "delivering completion notices works again, after 240.0 s",
     ]
+
+
+def test_a_notice_passed_over_is_due_again_after_a_tenth_of_its_age_on_the_clock() -> None:
+    """A notice for an engine this executor does not serve waits a tenth of its age, the
+    age on the ledger's clock: 50 s after its commit, 5 s."""
+    clock = VirtualClock()
+    store = AsyncMemoryStore(MemoryStore(clock=clock))
+
+    async def scenario() -> None:
+        ledger = AsyncLedger(store, namespace="aged", lease=30, clock=clock)
+        target = {"url": "http://127.0.0.1:1/flow/trigger.json?execution_id=E&task_name=t&ts=1"}
+        claim = await ledger.claim("video:1", watch=Watch("E#t", target))
+        assert isinstance(claim, AsyncClaim)
+        await claim.commit({"uri": "s3://out/1"})
+        deliverer = Deliverer(ledger)
+        deliverer.engines = Engines(["rill-flow-b"])
+        clock.advance(50)
+        (passed,) = await deliverer.deliver()
+        assert passed.classification.value == "passed_over"
+        status = await ledger.status("video:1")
+        assert status is not None
+        (notice,) = status.notices
+        assert (notice.due - clock_now(clock)).total_seconds() == pytest.approx(5.0, abs=1e-5)
+
+    asyncio.run(scenario())
