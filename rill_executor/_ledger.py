@@ -124,6 +124,12 @@ class _LedgerBase(Generic[S]):
     def retention(self) -> timedelta:
         return timedelta(microseconds=self.config.retention_us)
 
+    @property
+    def clock(self) -> Clock:
+        """The ``Clock`` given as ``clock=`` (``SYSTEM_CLOCK`` by default): what an
+        integration built on this ledger (``RillFlowExecutor``) reads the time from too."""
+        return self._core.clock
+
     def idempotent(
         self,
         *,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -89,6 +89,7 @@ class Deliverer:
         redrive: Callable[[DueNotice], Awaitable[str]] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.clock = ledger.clock  # the poll's pace, a notice's age, an outage's length
         self.redrive = redrive or Redriver(ledger, None)
         """What to do with a lapse notice; ``RillFlowExecutor`` sets its own."""
         self.engines = Engines(None)
@@ -96,13 +97,14 @@ class Deliverer:
         self.owner = owner or f"deliverer-{secrets.token_hex(6)}"
         self._lease = timedelta(microseconds=to_us(lease, "lease"))
         self._batch = batch
-        self._poll = to_us(poll, "poll") / 1e6
+        self._poll_us = to_us(poll, "poll")
         self._max_attempts = max_attempts
         self._timeout = aiohttp.ClientTimeout(total=to_us(timeout, "timeout") / 1e6)
         self._client = client
         self._own_client = client is None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
+        self._round = 0  # the loop's waits, counted: a poll timer ends only the one it was armed in
         self._task: asyncio.Task[None] | None = None
 
     async def deliver(self) -> list[Delivery]:
@@ -148,7 +150,8 @@ class Deliverer:
         """Give a notice this executor may not send back unsent, for one that may."""
         kind = CallbackClass.PASSED_OVER
         detail = f"not sent by {self.owner}: {why}"
-        age = (datetime.now(UTC) - notice.info.created_at).total_seconds()
+        now = datetime.fromtimestamp(self.clock.time_ns() / 1e9, UTC)
+        age = (now - notice.info.created_at).total_seconds()
         settled = await self.ledger.settle_notice(
             notice,
             settle_as(kind),
@@ -222,24 +225,38 @@ class Deliverer:
         self._wake.set()
 
     async def _run(self) -> None:
-        outage: float | None = None  # when the failing rounds began (monotonic clock)
+        outage: int | None = None  # when the failing rounds began (the clock's monotonic_ns)
         while True:
             try:
                 await self.deliver()
             except Exception as exc:  # a store outage, say: try again at the next poll
                 if outage is None:
-                    outage = time.monotonic()
-                    _log_outage(exc, self._poll)
+                    outage = self.clock.monotonic_ns()
+                    _log_outage(exc, self._poll_us / 1e6)
             else:
                 if outage is not None:
                     log.warning(
                         "delivering completion notices works again, after %.1f s",
-                        time.monotonic() - outage,
+                        (self.clock.monotonic_ns() - outage) / 1e9,
                     )
                     outage = None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll)
-            self._wake.clear()
+            await self._next_round()
+
+    async def _next_round(self) -> None:
+        """Wait for a ``wake`` or the next poll, on the ledger's clock."""
+        due = self.clock.monotonic_ns() + self._poll_us * 1000
+        self.clock.loop_call_at(
+            asyncio.get_running_loop(), due, functools.partial(self._poll_due, self._round)
+        )
+        await self._wake.wait()
+        self._wake.clear()
+        self._round += 1  # a timer still armed (a wake came first) wakes no later round
+
+    def _poll_due(self, armed_in: int) -> None:
+        """A poll timer fired: it ends the wait of the round that armed it, if that one
+        still waits."""
+        if armed_in == self._round:
+            self._wake.set()
 
     def start(self) -> None:
         if self._task is None:

@@ -116,7 +116,7 @@ class RillFlowExecutor:
     ) -> None:
         self.ledger = ledger
         self.engines = engines if isinstance(engines, Engines) else Engines(engines)
-        self._refusals = Refusals(log)
+        self._refusals = Refusals(log, clock=ledger.clock)
         self.join = to_us(join, "join") / 1e6
         self.lease = timedelta(microseconds=ledger.config.lease_of(lease))
         check_lease(ledger.config.lease_of(lease), ledger.store, "RillFlowExecutor lease")

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 import typing
 from datetime import timedelta
 from typing import Any
@@ -120,6 +119,7 @@ class HandOffs:
         max_body_bytes: int = MAX_DISPATCH_BYTES,
     ) -> None:
         self.ledger = ledger
+        self.clock = ledger.clock  # leases asked for, tokens' expiry, the log's pace
         self._max_body = max_body_bytes
         self._tasks = tasks
         self.deliverer = deliverer
@@ -128,13 +128,15 @@ class HandOffs:
         """A bad setting (a short secret), raised when the app starts (see ``lifespan``)
         rather than here, at import, where a server would restart its workers for ever."""
         try:
-            self.tokens = None if token_secret is None else CompletionTokens(token_secret)
+            self.tokens = (
+                None if token_secret is None else CompletionTokens(token_secret, clock=self.clock)
+            )
         except ConfigError as exc:
             self.problem = exc
         self.forged = 0
         """How many tokens were refused for a signature that does not verify."""
-        self._forged_logged = -_FORGED_LOG_EVERY
-        self._asked: dict[str, float] = {}  # attempt id -> lease end (epoch s) it asked for
+        self._forged_logged: int | None = None  # when the count was last logged (ns)
+        self._asked: dict[str, int] = {}  # attempt id -> lease end it asked for (monotonic ns)
         self._beats: set[asyncio.Task[Any]] = set()
 
     def hand_off(self, ttl: Seconds, *, lease: Seconds | None = None) -> str:
@@ -157,7 +159,7 @@ class HandOffs:
             raise HandOffNeedsAsync()
         seconds = _handoff_lease(ttl if lease is None else lease, self.ledger.store)
         token = self.tokens.issue(claim, handler=running.task.spec.name, ttl=ttl)
-        self._asked[claim.attempt_id] = time.time() + seconds
+        self._asked[claim.attempt_id] = self.clock.monotonic_ns() + round(seconds * 1e9)
         beat = claim.heartbeat(timedelta(seconds=seconds))
         if _in_loop(running.loop):
             pending = running.loop.create_task(beat)
@@ -174,10 +176,10 @@ class HandOffs:
         if until is None:
             log.warning("%r raised HandedOff without hand_off(): no token was issued", claim)
             return
-        left = until - time.time()
-        if left > 0:
+        left_us = (until - self.clock.monotonic_ns()) // 1000
+        if left_us > 0:
             with contextlib.suppress(StaleAttempt):  # completed already, or taken over
-                await claim.heartbeat(timedelta(seconds=left))
+                await claim.heartbeat(timedelta(microseconds=left_us))
 
     def forget(self, claim: AsyncClaim) -> None:
         """The attempt's handler is over: what it asked for is kept no longer (one that
@@ -230,8 +232,9 @@ class HandOffs:
         """Count a token whose signature does not verify; log the count at most once a
         minute (a flood of them must not flood the log either)."""
         self.forged += 1
-        now = time.monotonic()
-        if now - self._forged_logged >= _FORGED_LOG_EVERY:
+        now = self.clock.monotonic_ns()
+        last = self._forged_logged
+        if last is None or now - last >= _FORGED_LOG_EVERY * 1e9:
             self._forged_logged = now
             log.warning(
                 "completion tokens refused, their signature not verifying: %d so far", self.forged
@@ -329,7 +332,7 @@ class HandOffs:
             asked = _Beat.model_validate_json(body or b"{}").lease
         except ValidationError as exc:
             return _token_error(400, "bad_body", f'the body must be {{"lease": seconds}}: {exc}')
-        lease = claims.remaining() if asked is None else timedelta(seconds=asked)
+        lease = claims.remaining(self.clock) if asked is None else timedelta(seconds=asked)
         try:
             until = await self._resumed(claims).heartbeat(lease)
         except StaleAttempt as exc:

@@ -9,28 +9,25 @@ minute, saying how many more there were.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..store import SYSTEM_CLOCK, Clock
 
 __all__ = ["Refusals"]
 
 
 @dataclass(slots=True)
 class _Cause:
-    logged_at: float
+    logged_at: int  # the clock's monotonic_ns
     since: int = 0  # refusals not logged since then
 
 
 class Refusals:
-    """Logs a refusal unless one of the same cause was logged less than ``every`` ago."""
+    """Logs a refusal unless one of the same cause was logged less than ``every`` seconds
+    ago on ``clock`` (the executor's ledger's)."""
 
     def __init__(
-        self,
-        log: logging.Logger,
-        *,
-        every: float = 60.0,
-        clock: Callable[[], float] = time.monotonic,
+        self, log: logging.Logger, *, every: float = 60.0, clock: Clock = SYSTEM_CLOCK
     ) -> None:
         self._log = log
         self._every = every
@@ -38,9 +35,9 @@ class Refusals:
         self._causes: dict[tuple[str, str], _Cause] = {}
 
     def refused(self, handler: str, kind: str, status: int, reason: str) -> None:
-        now = self._clock()
+        now = self._clock.monotonic_ns()
         cause = self._causes.get((handler, kind))
-        if cause is not None and now - cause.logged_at < self._every:
+        if cause is not None and now - cause.logged_at < self._every * 1e9:
             cause.since += 1
             return
         more = f"{cause.since} more since the last report; " if cause and cause.since else ""

@@ -16,13 +16,13 @@ import binascii
 import hashlib
 import hmac
 import json
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .. import AsyncClaim, Claim, ConfigError, UsageError
 from ..integration import Seconds, to_us
+from ..store import SYSTEM_CLOCK, Clock
 
 __all__ = ["CompletionTokens", "InvalidToken", "TokenClaims"]
 
@@ -53,8 +53,9 @@ class TokenClaims:
     handler: str
     expires_at: datetime
 
-    def remaining(self) -> timedelta:
-        return self.expires_at - datetime.now(UTC)
+    def remaining(self, clock: Clock = SYSTEM_CLOCK) -> timedelta:
+        """The token's time left on ``clock``'s wall clock (at most zero once expired)."""
+        return self.expires_at - datetime.fromtimestamp(clock.time_ns() / 1e9, UTC)
 
 
 def _b64(data: bytes) -> str:
@@ -66,9 +67,13 @@ def _unb64(text: str) -> bytes:
 
 
 class CompletionTokens:
-    """Issues and verifies completion tokens under one server secret (32 bytes or more)."""
+    """Issues and verifies completion tokens under one server secret (32 bytes or more).
 
-    def __init__(self, secret: str | bytes) -> None:
+    A token's expiry is a time on ``clock``'s wall clock (``time_ns``): the process's own by
+    default; ``RillFlowExecutor`` passes its ledger's, so that on a test's ``VirtualClock``
+    a token expires when the test advances the clock past it."""
+
+    def __init__(self, secret: str | bytes, *, clock: Clock = SYSTEM_CLOCK) -> None:
         key = secret.encode() if isinstance(secret, str) else secret
         if len(key) < MIN_SECRET_BYTES:
             raise ConfigError(
@@ -77,13 +82,14 @@ class CompletionTokens:
                 " code, the same in every process that serves completions"
             )
         self._key = key
+        self._clock = clock
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.digest(self._key, payload, hashlib.sha256)
 
     def issue(self, claim: Claim | AsyncClaim, *, handler: str, ttl: Seconds) -> str:
         """A token for ``claim``'s attempt, good for ``ttl`` from now."""
-        expires = time.time() + to_us(ttl, "ttl") / 1e6
+        expires = (self._clock.time_ns() + to_us(ttl, "ttl") * 1000) / 1e9
         body = {
             "ns": claim.namespace,
             "k": claim.key,
@@ -117,7 +123,7 @@ class CompletionTokens:
                 claims=_unverified(payload),
             )
         claims = _claims(payload)
-        if claims.remaining() <= timedelta(0):
+        if claims.remaining(self._clock) <= timedelta(0):
             raise InvalidToken(
                 f"the token expired at {claims.expires_at.isoformat()}; the handler can issue a"
                 " longer one (hand_off(ttl=...)), or the worker can heartbeat before it expires",

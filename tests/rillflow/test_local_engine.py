@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from rill_executor import AsyncLedger, ConfigError
 from rill_executor.rillflow import Engines, RillFlowExecutor
 from rill_executor.rillflow._refusals import Refusals
+from rill_executor.testing import VirtualClock
 from rill_executor.testing.rillflow import EngineSimulator, Pattern, Task, TaskStatus
 
 from ..adapters.s3.conftest import free_port
@@ -103,10 +104,11 @@ def test_a_refused_dispatch_is_logged_with_its_reason_once_per_cause(
 def test_a_cause_is_logged_again_after_a_minute_with_how_many_were_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    now = 0.0
-    refusals = Refusals(logging.getLogger("rill_executor.rillflow"), clock=lambda: now)
+    clock = VirtualClock()
+    refusals = Refusals(logging.getLogger("rill_executor.rillflow"), clock=clock)
     with caplog.at_level(logging.WARNING, logger="rill_executor.rillflow"):
         for now in (0.0, 10.0, 59.9, 60.0, 61.0):
+            clock.advance(now - clock.monotonic_ns() / 1e9)
             refusals.refused("frame", "RefusedCallback", 400, f"at {now}")
         refusals.refused("other", "RefusedCallback", 400, "another handler")
     records = [r.getMessage() for r in caplog.records]

@@ -9,9 +9,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -50,6 +51,7 @@ class Frame(BaseModel):
     lease: float | None = None  # the lease hand_off asks for (default: the ttl)
     then: str = "hand_off"  # what a run after the first does: "hand_off" or "render"
     queue_down: bool = False  # the async handler fails after hand_off (the token is not queued)
+    busy: float = 0.0  # seconds the def handler works on after hand_off (on the test's clock)
 
 
 class Rendered(BaseModel):
@@ -61,6 +63,7 @@ class Service:
         self.runs: Counter[str] = Counter()
         self.tokens: dict[str, str] = {}  # key -> the last token handed off
         self.leases: dict[str, datetime] = {}  # key -> the lease a def handler saw after it
+        self.clock = clock
         if clock is None:
             self.ledger = AsyncLedger("memory://", namespace="render", lease=5)
         else:  # the ledger and its store on the test's clock
@@ -78,6 +81,9 @@ class Service:
             token = self.executor.hand_off(timedelta(seconds=job.ttl), lease=lease)
             self.leases[key] = current_async_claim().lease_expires_at
             self.tokens[key] = token
+            if job.busy:
+                assert self.clock is not None
+                self.clock.advance(job.busy)
             raise HandedOff()
 
         async def render_async(job: Frame) -> Rendered:
@@ -249,21 +255,30 @@ def test_a_tampered_or_foreign_token_is_refused_and_commits_nothing(
 
 
 def test_an_expired_token_is_refused_and_commits_nothing(engine: EngineSimulator) -> None:
-    # The token expires on the real clock (it is checked where no test clock reaches); the
-    # ledger and its store keep a virtual one, so the hand-off's lease of the same 0.3 s
-    # cannot lapse, and the job be re-driven, while a loaded machine gets to the checks.
-    service = Service(VirtualClock())
+    # The token's expiry, the ledger and its store on one virtual clock: the token expires
+    # when the test moves the clock past its minute, while the hand-off's hour-long lease
+    # holds, without a wait.
+    clock = VirtualClock()
+    service = Service(clock)
     with serve_app(service.app, lifespan="on") as running:
-        _expired_token_refused(service, running, engine)
+        _expired_token_refused(service, running, engine, clock)
 
 
-def _expired_token_refused(service: Service, running: str, engine: EngineSimulator) -> None:
-    _submit(engine, running, ttl=0.3)
+def _expired_token_refused(
+    service: Service, running: str, engine: EngineSimulator, clock: VirtualClock
+) -> None:
+    _submit(engine, running, ttl=60, lease=3600)
     token = _token(service, engine)
-    tokens = CompletionTokens(SECRET)
-    engine.wait_until(lambda: _expired(tokens, token))
+    engine.wait_until(lambda: _status(running).owner is not None)
+    clock.advance(59)
+    beat = _complete(running, token, {"lease": 3600}, path="heartbeat")
+    assert beat.status_code == 200, beat.text  # a second left: still good
+    clock.advance(1)
     answer = _complete(running, token, {"result": {"uri": "s3://frames/late"}})
     assert answer.status_code == 401 and answer.json()["reason"] == "expired", answer.text
+    with pytest.raises(InvalidToken) as refused:
+        CompletionTokens(SECRET, clock=clock).verify(token)
+    assert refused.value.reason == "expired"
     status = _status(running)
     assert status.state is JobState.PROCESSING and status.result is None
     (attempt,) = status.attempts
@@ -271,12 +286,37 @@ def _expired_token_refused(service: Service, running: str, engine: EngineSimulat
     assert attempt.events == status.events
 
 
-def _expired(tokens: CompletionTokens, token: str) -> bool:
-    try:
-        tokens.verify(token)
-    except InvalidToken as exc:
-        return exc.reason == "expired"
-    return False
+def test_a_hand_off_keeps_the_lease_it_asked_for_on_the_ledgers_clock(
+    engine: EngineSimulator,
+) -> None:
+    """The handler hands off with a 60-s lease, then works on for 50 s of the ledger's
+    clock before it raises ``HandedOff``: the lease extended then ends where the hand-off
+    asked, 60 s after it, not 60 s after the handler's end."""
+    clock = VirtualClock()
+    service = Service(clock)
+    with serve_app(service.app, lifespan="on") as running:
+        _submit(engine, running, lease=60, busy=50)
+        _token(service, engine)
+        engine.wait_until(lambda: not service.executor._running)  # handed off, extended
+        now = datetime.fromtimestamp(clock.time_ns() / 1e9, UTC)  # 50 s after the hand-off
+        assert _owner_lease(running) == service.leases["S:1"] == now + timedelta(seconds=10)
+
+
+def test_forged_tokens_are_counted_in_the_log_once_a_minute_of_the_ledgers_clock(
+    engine: EngineSimulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = VirtualClock()
+    service = Service(clock)
+    caplog.set_level(logging.WARNING, logger="rill_executor.rillflow")
+    with serve_app(service.app, lifespan="on") as running:
+        _submit(engine, running)
+        forged = _forged(_token(service, engine))
+        for advance in (0, 59, 1, 30):
+            clock.advance(advance)
+            answer = _complete(running, forged, {"result": {"uri": "s3://frames/evil"}})
+            assert answer.status_code == 401, answer.text
+    counted = [r.getMessage() for r in caplog.records if "signature not verifying" in r.message]
+    assert [line.rsplit(": ", 1)[1] for line in counted] == ["1 so far", "3 so far"]
 
 
 def test_a_superseded_token_is_refused_and_the_new_attempt_stands() -> None:

@@ -8,7 +8,7 @@ from pydantic import TypeAdapter
 
 from rill_executor import AsyncClaim, AsyncLedger, Ledger, StaleAttempt, UsageError, current_claim
 from rill_executor.integration import IdempotentOptions
-from rill_executor.store import AsyncMemoryStore, MemoryStore
+from rill_executor.store import SYSTEM_CLOCK, AsyncMemoryStore, MemoryStore
 from rill_executor.testing import VirtualClock
 
 
@@ -74,3 +74,13 @@ def test_a_hand_off_outside_a_mounted_handler_says_where_it_belongs() -> None:
             executor.hand_off(60)
 
     asyncio.run(scenario())
+
+
+def test_a_ledger_gives_the_clock_it_was_built_with() -> None:
+    """What an integration reads the time from (``RillFlowExecutor`` does)."""
+    clock = VirtualClock()
+    assert (
+        AsyncLedger(AsyncMemoryStore(MemoryStore(clock=clock)), namespace="t", clock=clock).clock
+        is clock
+    )
+    assert Ledger("memory://", namespace="t").clock is SYSTEM_CLOCK
