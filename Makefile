@@ -44,7 +44,7 @@ lint: $(VENV)/.installed
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/pytest -n 2 --dist loadscope
+	$(BIN)/pytest -n 4 --dist loadscope
 
 simulate: $(VENV)/.installed
 	$(BIN)/python -m tests.simulation --seeds $(or $(SIM_SEEDS),0:100000) $(if $(SIM_JOBS),--jobs $(SIM_JOBS))

@@ -6,7 +6,7 @@ RILL_TEST_MARIADB_URL and RILL_TEST_REDIS_URL. Under pytest-xdist each worker ha
 database of its own on each SQL server, and on Redis too: the URL's database number plus the
 worker's (``gw0`` the URL's own, ``gw1`` the next, …), emptied when the session starts, so
 a session never scans what another one (or a failed setup) left. Two suites run at once on
-one Redis need bases at least their worker count apart (``/0`` and ``/2`` with ``-n 2``).
+one Redis need bases at least their worker count apart (``/0`` and ``/4`` with ``-n 4``).
 """
 
 from __future__ import annotations
