@@ -27,3 +27,20 @@ def test_an_interruption_while_a_process_starts_waits_until_it_is_registered() -
         assert reaper.held is signal.SIGTERM
     # The reaper closed, its watchdog ended what was still registered.
     assert started[0].wait(timeout=10) == -signal.SIGKILL
+
+
+@pytest.mark.real_clock(SIGNALS)
+def test_a_process_started_but_not_yet_registered_ends_with_the_drill() -> None:
+    """A SIGKILL of the drill between a process's fork and its ``watch``: the process
+    carries the drill's mark, and the watchdog ends it all the same."""
+    with Reaper() as reaper:
+        unregistered = subprocess.Popen(
+            ["sleep", "60"], env={**os.environ, **reaper.env}, start_new_session=True
+        )
+        stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        assert unregistered.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None  # a process without the mark is not the drill's
+    finally:
+        stranger.kill()
+        stranger.wait()

@@ -78,6 +78,8 @@ class ExecutorProcess:
         self.store = store if self.proxy is None else through_proxy(store, self.proxy.port)
         self._argv = shlex.split(command.format(port=self.port, store=self.store))
         self._env = {**os.environ, **env, "RILL_STORE": self.store}
+        if reaper is not None:
+            self._env |= reaper.env
         self._log = log
         self._startup_timeout = startup_timeout
         self._reaper = reaper

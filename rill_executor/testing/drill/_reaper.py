@@ -4,16 +4,21 @@ The drill ends its executors and its Redis itself when it returns or raises. For
 it cannot see, ``Reaper`` starts a watchdog process of its own session and tells it, on a
 pipe, each process group the drill starts and each folder it must not leave behind; when
 that pipe closes (the drill exited, however: SIGKILL included), the watchdog kills the
-groups still registered and removes the folders. ``interruptible`` turns SIGTERM, SIGINT,
-SIGHUP and the death of the drill's parent (a supervisor, ``timeout``, a closed terminal)
-into ``DrillInterrupted`` in the main thread, so the drill unwinds and cleans up; given the
-reaper, it holds an interruption back while a process is started and registered
-(``Reaper.starting``), so that none is started and forgotten.
+groups still registered and removes the folders. A process started but not registered yet
+when a SIGKILL ends the drill (between its fork and ``watch``) is found by the mark every
+process the drill starts carries in its environment (``Reaper.env``): on Linux the watchdog
+also kills, until it finds none for a while, every process whose environment has it.
+``interruptible`` turns SIGTERM, SIGINT, SIGHUP and the death of the drill's parent (a
+supervisor, ``timeout``, a closed terminal) into ``DrillInterrupted`` in the main thread, so
+the drill unwinds and cleans up; given the reaper, it holds an interruption back while a
+process is started and registered (``Reaper.starting``), so that none is started and
+forgotten.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,9 +30,13 @@ from types import FrameType, TracebackType
 
 __all__ = ["DrillInterrupted", "Reaper", "interruptible"]
 
-# The watchdog: "+ PGID" / "- PGID" / "+dir PATH" / "-dir PATH" lines; at EOF, the rest goes.
+MARK = "RILL_DRILL_REAPER"
+"""The environment variable that marks the processes of one drill (its value: the drill's)."""
+
+# The watchdog: "+ PGID" / "- PGID" / "+dir PATH" / "-dir PATH" lines; at EOF, the rest goes,
+# then the marked processes (argv[1] is the mark), until none is found for half a second.
 _WATCHDOG = """
-import os, shutil, signal, sys
+import os, shutil, signal, sys, time
 groups, folders = set(), set()
 for line in sys.stdin:
     verb, _, what = line.rstrip("\\n").partition(" ")
@@ -37,6 +46,27 @@ for pgid in groups:
         os.killpg(int(pgid), signal.SIGKILL)
     except OSError:
         pass
+def marked():
+    found = set()
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as environ:
+                if sys.argv[1].encode() in environ.read().split(b"\\0"):
+                    found.add(int(entry))
+        except (OSError, ValueError):
+            pass
+    return found
+quiet, deadline = 0, time.monotonic() + 10
+while quiet < 5 and time.monotonic() < deadline:
+    found = marked()
+    quiet = 0 if found else quiet + 1
+    for pid in found:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    time.sleep(0.1)
 for folder in folders:
     shutil.rmtree(folder, ignore_errors=True)
 """
@@ -50,8 +80,10 @@ class Reaper:
         self._lock = threading.Lock()
         self.busy = False  # within ``starting``: an interruption waits for its end
         self.held: signal.Signals | None = None  # the interruption that waited
+        self.env = {MARK: secrets.token_hex(8)}
+        """What every process the drill starts adds to its environment: the watchdog's mark."""
         self._watchdog = subprocess.Popen(
-            [sys.executable, "-I", "-c", _WATCHDOG],
+            [sys.executable, "-I", "-c", _WATCHDOG, f"{MARK}={self.env[MARK]}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

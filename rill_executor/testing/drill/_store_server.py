@@ -84,7 +84,11 @@ class RedisServer:
         ]  # fmt: skip
         with nullcontext() if self._reaper is None else self._reaper.starting():
             self._proc = subprocess.Popen(
-                argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+                argv,
+                env=None if self._reaper is None else {**os.environ, **self._reaper.env},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             if self._reaper is not None:
                 self._reaper.watch(self._proc.pid)
