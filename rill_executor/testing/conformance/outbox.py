@@ -234,11 +234,11 @@ class Outbox(KitBase):
         self, driver: LedgerDriver, namespace: str
     ) -> None:
         """Invariant 16: nobody else would tell the watchers of a job whose owner died."""
-        ledger = driver.ledger(namespace, lease=0.3, retention=3600)
+        ledger = driver.ledger(namespace, lease=1.0, retention=3600)
         owner = ledger.claim("k", watch=Watch("task", {"url": "u"}))
         ledger.claim("unwatched")  # nobody waits for it: no lapse notice
         assert ledger.lease_notices(owner="d", lease=30) == []  # the lease is live
-        time.sleep(0.5)
+        time.sleep(1.2)
         assert self._purge_all(ledger, dangling_after=0.1)[:2] == (1, 1)  # a watcher waits
         (lapse,) = ledger.lease_notices(owner="d", lease=30)
         assert (lapse.key, lapse.info.watch, lapse.info.state) == ("k", "", JobState.PROCESSING)
@@ -246,22 +246,22 @@ class Outbox(KitBase):
         assert ledger.lease_notices(owner="e", lease=30) == []  # one lapse per fence
         assert ledger.settle_notice(lapse, "delivered", "redriven")
         assert ledger.lease_notices(owner="e", lease=30) == []
-        heir = ledger.claim("k")  # the re-drive takes it over; the watches stay
+        heir = ledger.claim("k", lease=0.2)  # the re-drive takes it over; the watches stay
         assert is_claim(heir)
         status = ledger.status("k")
         assert status is not None and status.watchers == {"task": {"url": "u"}}
-        time.sleep(0.5)
+        time.sleep(0.4)
         (again,) = ledger.lease_notices(owner="e", lease=30)
         assert again.info.state is JobState.PROCESSING and again.info.fence == heir.fence
 
     def test_a_renewed_lease_is_no_lapse_and_a_finish_answers_the_watch(
         self, driver: LedgerDriver, namespace: str
     ) -> None:
-        ledger = driver.ledger(namespace, lease=0.6, retention=3600)
+        ledger = driver.ledger(namespace, lease=1.2, retention=3600)
         owner = ledger.claim("k", watch=Watch("task", {"url": "u"}))
         time.sleep(0.3)
         owner.heartbeat(lease=5)
-        time.sleep(0.5)  # past the first lease's end
+        time.sleep(1.0)  # past the first lease's end
         assert ledger.lease_notices(owner="d", lease=30) == []
         owner.commit("done")
         (done,) = ledger.lease_notices(owner="d", lease=30)

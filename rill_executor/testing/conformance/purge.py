@@ -27,7 +27,7 @@ class Purge(KitBase):
         self, driver: LedgerDriver, namespace: str
     ) -> None:
         ledger = driver.ledger(namespace, lease=0.2, retention=0.6)
-        first = ledger.claim("k", fingerprint=fingerprint_of(1))
+        first = ledger.claim("k", fingerprint=fingerprint_of(1), lease=30)
         first.commit("old")
         assert isinstance(ledger.claim("k", fingerprint=fingerprint_of(1)), Replay)
         time.sleep(0.8)
@@ -38,9 +38,11 @@ class Purge(KitBase):
         self, driver: LedgerDriver, namespace: str
     ) -> None:
         ledger = driver.ledger(namespace, lease=0.2, retention=0.5)
-        ledger.claim("k", fingerprint=fingerprint_of(1), result_version="v1").commit("old")
+        ledger.claim("k", fingerprint=fingerprint_of(1), result_version="v1", lease=30).commit(
+            "old"
+        )
         time.sleep(0.7)
-        again = ledger.claim("k", fingerprint=fingerprint_of(2), result_version="v2")
+        again = ledger.claim("k", fingerprint=fingerprint_of(2), result_version="v2", lease=30)
         assert is_claim(again)
         again.commit("new")
         status = ledger.status("k")
@@ -56,7 +58,7 @@ class Purge(KitBase):
         self, driver: LedgerDriver, namespace: str
     ) -> None:
         ledger = driver.ledger(namespace, lease=0.2, retention=1.5)
-        ledger.claim("k").commit("kept")
+        ledger.claim("k", lease=30).commit("kept")
         status = ledger.status("k")
         assert status is not None and status.retain_until and status.finished_at
         assert abs((status.retain_until - status.finished_at) - timedelta(seconds=1.5)) < timedelta(
@@ -170,9 +172,9 @@ class Purge(KitBase):
     ) -> None:
         brief = driver.ledger(namespace, lease=0.2, retention=0.4)
         kept = driver.ledger(namespace, lease=30, retention=3600)
-        brief.claim("done").commit("old")
-        brief.claim("broken").fail("bad codec", retryable=False)
-        brief.claim("flaky").fail("disk full", retryable=True)
+        brief.claim("done", lease=30).commit("old")
+        brief.claim("broken", lease=30).fail("bad codec", retryable=False)
+        brief.claim("flaky", lease=30).fail("disk full", retryable=True)
         kept.claim("recent").commit("new")
         kept.claim("running")
         time.sleep(0.6)
@@ -211,7 +213,7 @@ class Purge(KitBase):
         # A purged key keeps its fence for one retention (a dangling one's: dangling_after),
         # from the purge: seconds here, so that a loaded machine's claim after the purge
         # still finds it.
-        ledger = driver.ledger(namespace, lease=0.2, retention=3.0)
+        ledger = driver.ledger(namespace, lease=2.0, retention=3.0)
         ledger.claim("k").fail("flaky", retryable=True)
         second = ledger.claim("k")
         assert is_claim(second) and second.fence == 2
@@ -223,7 +225,7 @@ class Purge(KitBase):
         assert ledger.status("k") is None and ledger.status("dangling") is None
         third = ledger.claim("k")
         assert is_claim(third) and third.fence == 3, "a purged key's fence started over"
-        heir = ledger.claim("dangling")
+        heir = ledger.claim("dangling", lease=0.2)  # and dies in its turn
         assert is_claim(heir) and heir.fence == 2, "a purged key's fence started over"
         with pytest.raises(StaleAttempt):  # the old owner's fence stays superseded
             second.commit("late")
@@ -238,9 +240,9 @@ class Purge(KitBase):
         self, driver: LedgerDriver, namespace: str
     ) -> None:
         ledger = driver.ledger(namespace, lease=0.2, retention=0.4)
-        ledger.claim("waiting", watch=Watch("task", {"n": 1})).commit("a")
-        ledger.claim("told", watch=Watch("task", {"n": 2})).commit("b")
-        ledger.claim("plain").commit("c")
+        ledger.claim("waiting", watch=Watch("task", {"n": 1}), lease=30).commit("a")
+        ledger.claim("told", watch=Watch("task", {"n": 2}), lease=30).commit("b")
+        ledger.claim("plain", lease=30).commit("c")
         due = ledger.lease_notices(owner="d", lease=0.3)  # "waiting" is leased, not sent
         (told,) = [n for n in due if n.key == "told"]
         assert ledger.settle_notice(told, "delivered", "ok")
@@ -265,7 +267,7 @@ class Purge(KitBase):
         keys = ["a", "b", "c"]
         self._dead(ledger, *keys)
         brief = driver.ledger(namespace, lease=0.2, retention=0.4)
-        brief.claim("noticed", watch=Watch("t", "u")).commit("n")
+        brief.claim("noticed", watch=Watch("t", "u"), lease=30).commit("n")
         time.sleep(0.6)
         before = {key: _stable(ledger.status(key)) for key in [*keys, "noticed"]}
         report = ledger.purge(dry_run=True, dangling_after=0.1)

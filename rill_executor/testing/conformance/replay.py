@@ -140,13 +140,13 @@ class Replays(KitBase):
     def test_automatic_heartbeat_keeps_a_long_handler_owned(
         self, driver: LedgerDriver, namespace: str
     ) -> None:
-        ledger = driver.ledger(namespace, lease=0.3)
+        ledger = driver.ledger(namespace, lease=1.2)  # beats every 0.4 s: room for a stall
         seen: list[Any] = []
 
         @ledger.idempotent(key=lambda k: k, name="slow")
         def slow(k: str) -> str:
             for _ in range(4):
-                time.sleep(0.25)
+                time.sleep(0.4)
                 seen.append(ledger.claim(f"slow/{k}", fingerprint=fingerprint_of({"k": k})))
             return "survived"
 
@@ -162,7 +162,7 @@ class Replays(KitBase):
         @ledger.idempotent(key=lambda k: k, heartbeat=False, name="slow")
         def slow(k: str) -> str:
             time.sleep(0.45)
-            rival = ledger.claim(f"slow/{k}", fingerprint=fingerprint)
+            rival = ledger.claim(f"slow/{k}", fingerprint=fingerprint, lease=30)
             assert is_claim(rival)
             rival.commit("winner")
             return "zombie"
