@@ -7,7 +7,8 @@ notices, their leases: ``add_watch``, ``lease_notice``, ``finish_notices``…) a
 the drivers of an adapter's I/O-free flows (``drive``, ``drive_async``: a generator that
 yields actions and is sent their answers), the event log's (``appended_event``: the first
 ``MAX_EVENTS`` reported entries kept, the rest counted) and purging records past
-retention (``purge_batch``, ``fence_keep_until``). What each rule means, and the invariants
+retention (``purge_batch``, ``fence_keep_until``), and the one message refusing a store URL's
+unknown option (``unknown_url_option``). What each rule means, and the invariants
 a store keeps, are in the concepts page and the conformance kit
 (``rill_executor.testing.conformance``).
 """
@@ -102,6 +103,7 @@ from ._store import (
     StoreStatus,
 )
 from ._threaded_store import ThreadedAsyncStore
+from ._url_options import unknown_url_option
 
 __all__ = [
     "SYSTEM_CLOCK",
@@ -116,6 +118,7 @@ __all__ = [
     "SystemClock",
     "ThreadedAsyncStore",
     "Watch",
+    "unknown_url_option",
     "upgrade_schema",
     "validate_store_id",
     "MAX_EVENTS",

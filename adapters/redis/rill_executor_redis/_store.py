@@ -64,7 +64,7 @@ from ._scripts import (
     resolve_args,
     script,
 )
-from ._url import parse_url
+from ._url import StoreUrl, parse_url
 from ._wire import async_wire_for, command, wire_for
 from ._writers import open_args, open_script, opened
 
@@ -131,7 +131,10 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str) -> RedisStore:
-        parsed = parse_url(url)
+        return cls._from_parsed(parse_url(url))
+
+    @classmethod
+    def _from_parsed(cls, parsed: StoreUrl) -> RedisStore:
         with wrap_errors("connection", parsed.where):  # a Cluster client connects here
             client = sync_client(parsed)
         try:
@@ -289,7 +292,7 @@ class AsyncRedisStore:
         cls, url: str, *, deferred: Durability | str = Durability.IGNORE
     ) -> AsyncRedisStore:
         """The store for ``url``; no I/O and no durability check (see the class docs)."""
-        parsed = parse_url(url)
+        parsed = parse_url(url, is_async=True)
         return cls(async_client(parsed), where=parsed.where, deferred=deferred)
 
     async def _open(self) -> None:
@@ -500,11 +503,11 @@ def open_async_redis_store(url: str) -> AsyncRedisStore:
     """Entry point for asyncio; checks durability once, synchronously, unless ignored. With
     Redis unreachable the check is left for the store's first operation: an app that opens
     its store at import starts, and answers ``StoreUnavailable`` until Redis is back."""
-    parsed = parse_url(url)
+    parsed = parse_url(url, is_async=True)  # the options the asyncio client takes
     if parsed.durability is Durability.IGNORE:
         return AsyncRedisStore.from_url(url)
     try:
-        RedisStore.from_url(url).close()  # the sync store runs the check and warns
+        RedisStore._from_parsed(parsed).close()  # the sync store runs the check and warns
     except StoreUnavailable:
         return AsyncRedisStore.from_url(url, deferred=parsed.durability)
     store = AsyncRedisStore.from_url(url)

@@ -7,21 +7,44 @@
 
 Options of ours: ``durability=warn|require|ignore`` (see ``_deployment``). Every other
 query option goes to redis-py (``socket_timeout``, ``ssl_ca_certs``, ``client_name``…),
-checked here with redis-py's own parsers so that a bad value is a ``ConfigError`` naming
-the option, before any client exists.
+checked here before any client exists, so that a mistake is a ``ConfigError`` naming the
+option: a name redis-py's client for the URL does not take (``redis_py_options``), and a
+value redis-py's own parsers refuse.
+
+The names a client takes are read from redis-py itself, for each client: a standalone
+client passes its URL's options on to its connection pool and, at the first connection,
+to each connection (both constructors' keyword arguments); the asyncio Cluster client
+takes its own constructor's; the synchronous Cluster client passes on to its nodes only
+the names of ``redis.cluster.REDIS_ALLOWED_KEYS`` (read under the adapter's ``redis<9``
+bound; without it, the keywords of ``redis.Redis``, each node's client), to each node's
+pool and connections, and drops the others without a word. Two are refused although
+redis-py knows them: ``retry`` and ``redis_connect_func`` are the adapter's (its resend
+policy, see ``_client``; its on-connect hook), and a URL's text would replace them.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.cluster
+import redis.connection
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS, to_bool
 
 from rill_executor import ConfigError
+from rill_executor.store import unknown_url_option
 
-__all__ = ["Durability", "StoreUrl", "parse_url"]
+__all__ = ["Durability", "StoreUrl", "parse_url", "redis_py_options"]
+
+_OURS = ("durability",)
+_THE_ADAPTERS = frozenset({"retry", "redis_connect_func"})  # see the module docs
 
 _SCHEMES = {
     "redis": ("redis", False),
@@ -59,7 +82,9 @@ class StoreUrl:
     where: str  # host:port, for messages: never the credentials
 
 
-def parse_url(url: str) -> StoreUrl:
+def parse_url(url: str, *, is_async: bool = False) -> StoreUrl:
+    """The store URL ``url`` checked for the synchronous client, or (``is_async``) the
+    asyncio one: each takes redis-py options of its own."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in _SCHEMES:
@@ -88,7 +113,16 @@ def parse_url(url: str) -> StoreUrl:
         raise ConfigError(
             f"the Redis store URL for host {parts.hostname!r} has an invalid port"
         ) from None
+    taken = redis_py_options(cluster=cluster, tls=client_scheme == "rediss", is_async=is_async)
     for name, value in rest:
+        if name not in taken:
+            raise unknown_url_option(
+                name,
+                f"the {scheme}:// store URL",
+                ("rill-executor-redis", _OURS),
+                (f"redis-py's {_client_name(cluster, is_async)}", taken),
+                "docs/redis.md (URLs)",
+            )
         _check_option(name, value)
     where = f"{parts.hostname or 'localhost'}:{port}" + (" (cluster)" if cluster else "")
     client_url = urlunsplit(
@@ -109,3 +143,47 @@ def _check_option(name: str, value: str) -> None:
         raise ConfigError(
             f"{name}={value!r} in the Redis store URL is not valid: give {valid}"
         ) from None
+
+
+def _client_name(cluster: bool, is_async: bool) -> str:
+    client = "Cluster client" if cluster else "client"
+    return f"asyncio {client}" if is_async else client
+
+
+@functools.cache
+def redis_py_options(*, cluster: bool, tls: bool, is_async: bool) -> frozenset[str]:
+    """The query options redis-py's client for a URL takes (see the module docs), less the
+    adapter's own."""
+    if cluster and is_async:
+        names = _keywords(redis.asyncio.cluster.RedisCluster)
+    else:
+        module = redis.asyncio.connection if is_async else redis.connection
+        connection = module.SSLConnection if tls else module.Connection
+        names = _keywords(module.ConnectionPool) | _keywords(connection)
+        if cluster:  # each node's pool gets those the Cluster client passes on
+            names &= _passed_to_nodes()
+    return frozenset(names - _THE_ADAPTERS)
+
+
+def _passed_to_nodes() -> set[str]:
+    """The options redis-py's synchronous Cluster client passes on to its nodes' pools."""
+    allowed = getattr(redis.cluster, "REDIS_ALLOWED_KEYS", None)
+    disabled = getattr(redis.cluster, "KWARGS_DISABLED_KEYS", ())
+    if not isinstance(allowed, tuple | list | set | frozenset) or not allowed:
+        return _keywords(redis.Redis)  # each node's client
+    return {str(name) for name in allowed} - {str(name) for name in disabled}
+
+
+def _keywords(cls: type) -> set[str]:
+    """The keyword arguments ``cls(...)`` takes: its ``__init__``'s, and those of each base
+    class's ``__init__`` that it passes its ``**kwargs`` on to."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]  # self
+        names.update(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names

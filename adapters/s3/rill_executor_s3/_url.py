@@ -7,8 +7,9 @@
 Options: ``endpoint_url`` (MinIO, moto, another S3-compatible service), ``region``,
 ``profile`` (a profile of the AWS config files), ``addressing_style`` (``path``,
 ``virtual`` or ``auto``), ``max_attempts`` (boto3's standard retry mode, first try
-included), ``connect_timeout`` and ``read_timeout`` (seconds). An unknown option is an
-error, not ignored. Credentials never go in the URL: boto3's credential chain finds them.
+included), ``connect_timeout`` and ``read_timeout`` (seconds). An unknown option is a
+``ConfigError`` naming it and the options (``unknown_url_option``, as every store's), not
+ignored. Credentials never go in the URL: boto3's credential chain finds them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Literal, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from rill_executor import ConfigError
+from rill_executor.store import unknown_url_option
 
 __all__ = ["StoreUrl", "parse_url"]
 
@@ -76,8 +78,8 @@ def parse_url(url: str) -> StoreUrl:
     options: dict[str, str] = {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
         if name not in _OPTIONS:
-            raise ConfigError(
-                f"unknown option {name!r} in the S3 output-store URL; known: {', '.join(_OPTIONS)}"
+            raise unknown_url_option(
+                name, "the S3 output-store URL", ("rill-executor-s3", _OPTIONS), None, "docs/s3.md"
             )
         if name in options:
             raise ConfigError(f"option {name!r} appears twice in the S3 output-store URL")

@@ -29,7 +29,14 @@ from sqlalchemy.engine import URL
 
 from rill_executor import ConfigError
 
-__all__ = ["Bounds", "connect_args", "engine_bounds", "set_on_connect", "split_bounds"]
+__all__ = [
+    "Bounds",
+    "bound_options",
+    "connect_args",
+    "engine_bounds",
+    "set_on_connect",
+    "split_bounds",
+]
 
 # Seconds; each at most half the Rill Flow executor's default lease (10 s): the executor
 # refuses a lease shorter than twice the longest (``Bounds.longest``, ``check_lease``). The
@@ -82,6 +89,11 @@ def _seconds(name: str, raw: Any) -> float:
             f" most {_MAX:g}"
         )
     return value
+
+
+def bound_options(family: str) -> tuple[str, ...]:
+    """The URL options that set the bounds of ``family``'s stores."""
+    return tuple(_SQLITE_DEFAULTS if family == "sqlite" else _SERVER_DEFAULTS)
 
 
 def split_bounds(url: URL, family: str) -> tuple[Bounds, URL]:

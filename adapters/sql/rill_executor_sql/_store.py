@@ -47,6 +47,7 @@ from ._dialect import (
 from ._durability import read_risks, recheck, split_durability
 from ._errors import is_race, wrap_errors
 from ._loop_end import LoopEndDisposal
+from ._options import check_options
 from ._queries import claim_function, on_clock
 
 __all__ = ["AsyncSqlStore", "SqlStore", "open_async_sql_store", "open_sql_store", "upgrade_schema"]
@@ -239,6 +240,7 @@ class SqlStore:
         policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
         """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
+        check_options(self._url, self.dialect.family, is_async=False)
         self._where = _describe(self.dialect, self._url)
         self.engine, self._autocommit = _engines(
             self.dialect, self._url, make_sync_engine, lambda engine: engine
@@ -485,6 +487,7 @@ class AsyncSqlStore:
         policy, self._url = split_durability(self._url, self.dialect.family)
         self.longest_wait = split_bounds(self._url, self.dialect.family)[0].longest
         """Seconds: the ledger keeps its lease at least twice as long (``check_lease``)."""
+        check_options(self._url, self.dialect.family, is_async=self.dialect.family != "sqlite")
         self._where = _describe(self.dialect, self._url)
         self._recheck = recheck("ignore", self.dialect.family, self._where)  # SQLite: its own
         self._upgrade_on_open = upgrade if upgrade is not None else self.dialect.family == "sqlite"

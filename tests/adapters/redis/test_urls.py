@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
+import unicodedata
 import uuid
+import warnings
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 import redis
@@ -18,6 +22,7 @@ import rill_executor_redis
 from rill_executor import AsyncLedger, ConfigError, Ledger, open_async_store, open_store
 from rill_executor.store import AsyncStore, Store, StoreUnavailable
 from rill_executor_redis import AsyncRedisStore, RedisStore
+from rill_executor_redis._url import redis_py_options
 from rill_executor_redis.testing import RedisServer, free_port
 
 from .conftest import QUIET, with_query
@@ -150,3 +155,104 @@ def test_a_cluster_that_does_not_cover_its_slots_says_how_to_check_it(tmp_path: 
             assert f"redis-cli --cluster check 127.0.0.1:{node.port}" in str(err.value)
     finally:
         node.stop()
+
+
+# -- an option no client takes -------------------------------------------------------------
+
+HOSTILE = ["bogus", "socket_timout", "\x00\x1b[31mred", "\u202eevil", "é" * 200]
+
+
+@pytest.fixture(scope="module")
+def untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A server of the module's own, that no refused store may connect to."""
+    server = RedisServer(tmp_path_factory.mktemp("untouched"))
+    yield server
+    server.stop()
+
+
+def _connections(server: RedisServer) -> int:
+    with server.client() as client:
+        return int(client.info("stats")["total_connections_received"])
+
+
+def _open_async(url: str) -> None:
+    asyncio.run(open_async_store(url).close())
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+@pytest.mark.parametrize("opener", [open_store, _open_async], ids=["sync", "async"])
+def test_an_option_no_client_takes_is_refused_at_open_before_any_connection(
+    untouched: RedisServer, scheme: str, opener: Callable[[str], object]
+) -> None:
+    before = _connections(untouched)
+    for name in HOSTILE:
+        url = f"{scheme}://127.0.0.1:{untouched.port}?{quote(name)}=1&socket_timeout=2"
+        with pytest.raises(ConfigError) as err:
+            opener(url)  # durability=warn: an open that got past the check would connect
+        message = str(err.value)
+        shown = name if len(name) <= 80 else name[:80] + "…"
+        assert f"unknown option {shown!r} in the {scheme}:// store URL" in message
+        assert "durability (rill-executor-redis)" in message and "socket_timeout" in message
+        assert "docs/redis.md" in message
+        assert not [c for c in message if unicodedata.category(c) in ("Cc", "Cf")]
+    assert _connections(untouched) == before + 1  # _connections' own: no store connected
+    with untouched.client() as client:
+        assert client.dbsize() == 0
+
+
+def test_a_typo_gets_the_close_name() -> None:
+    with pytest.raises(ConfigError, match=r"\(did you mean 'socket_timeout'\?\)"):
+        open_store(f"redis://127.0.0.1:{free_port()}/0?socket_timout=3&{QUIET}")
+
+
+@pytest.mark.parametrize("name", ["retry", "redis_connect_func"])
+def test_the_adapters_own_client_settings_are_refused(name: str) -> None:
+    for opener in OPENERS:
+        with pytest.raises(ConfigError, match=f"unknown option '{name}'"):
+            opener(f"redis://127.0.0.1:{free_port()}/0?{name}=x&{QUIET}")
+
+
+def test_an_option_the_sync_cluster_client_drops_is_refused_there_only() -> None:
+    """redis-py's synchronous Cluster client passes only some options on to its nodes, and
+    drops the others without a word; its asyncio one takes ``health_check_interval``."""
+    url = f"redis+cluster://127.0.0.1:{free_port()}?health_check_interval=30&{QUIET}"
+    with pytest.raises(ConfigError, match=r"unknown option 'health_check_interval'.*Cluster"):
+        open_store(url)
+    asyncio.run(AsyncRedisStore.from_url(url).close())  # opens nothing: accepted
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["redis", "rediss"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_every_option_let_through_is_one_redis_py_takes(tls: bool, is_async: bool) -> None:
+    """Each name the check lets through reaches a connection redis-py builds without a
+    TypeError: the names read from redis-py are ones it takes."""
+    scheme = "rediss" if tls else "redis"
+    pool_class = redis.asyncio.ConnectionPool if is_async else redis.ConnectionPool
+    pool_own = set(inspect.signature(pool_class.__init__).parameters)
+    taken = redis_py_options(cluster=False, tls=tls, is_async=is_async)
+    assert {"socket_timeout", "client_name", "health_check_interval"} <= taken
+    assert ("ssl_ca_certs" in taken) is tls
+    for name in sorted(taken - pool_own):
+        pool = pool_class.from_url(f"{scheme}://127.0.0.1:{free_port()}/0")
+        pool.connection_kwargs[name] = None
+        try:
+            with warnings.catch_warnings():  # lib_name…: deprecated, still taken
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pool.make_connection()
+        except TypeError as exc:
+            assert "unexpected keyword argument" not in str(exc), name
+
+
+def test_without_redis_pys_list_the_sync_cluster_takes_what_its_nodes_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delattr(redis.cluster, "REDIS_ALLOWED_KEYS")
+    redis_py_options.cache_clear()
+    try:
+        fallback = redis_py_options(cluster=True, tls=False, is_async=False)
+        assert {"socket_timeout", "client_name", "health_check_interval"} <= fallback
+        assert "retry" not in fallback and "bogus" not in fallback
+    finally:
+        monkeypatch.undo()
+        redis_py_options.cache_clear()
+    assert "health_check_interval" not in redis_py_options(cluster=True, tls=False, is_async=False)

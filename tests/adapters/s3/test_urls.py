@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import unicodedata
 from importlib.metadata import entry_points
 from typing import Any, cast
+from urllib.parse import quote
 
 import boto3
 import pytest
 
 import rill_executor_s3
 from rill_executor import ConfigError
+from rill_executor.outputs import open_output_store
 from rill_executor_s3 import S3OutputStore, open_s3_output_store
 from rill_executor_s3._url import parse_url
 
@@ -46,7 +49,10 @@ def test_parse_url() -> None:
         ("https://media/x", "not an s3:// URL"),
         ("s3:///prefix", "names no bucket"),
         ("s3://key:secret@media", "no credentials or port"),
-        ("s3://media?endpoint=http://x", "unknown option 'endpoint'"),
+        (
+            "s3://media?endpoint=http://x",
+            r"unknown option 'endpoint' .*did you mean 'endpoint_url'",
+        ),
         ("s3://media?region=a&region=b", "appears twice"),
         ("s3://media?max_attempts=lots", "not a int"),
         ("s3://media?max_attempts=0", "must be positive"),
@@ -110,3 +116,17 @@ def test_repr_names_the_location() -> None:
 def test_an_unknown_profile_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="'no-such-profile'"):
         S3OutputStore.from_url("s3://media?profile=no-such-profile")
+
+
+@pytest.mark.parametrize("name", ["bogus", "endpoint", "\x00\x1b[31mred", "\u202eevil", "é" * 200])
+def test_an_unknown_option_is_refused_with_every_stores_message(name: str) -> None:
+    url = f"s3://media?{quote(name)}=1&endpoint_url=http://127.0.0.1:9&region=us-east-1"
+    for opener in (S3OutputStore.from_url, open_output_store):
+        with pytest.raises(ConfigError) as err:
+            opener(url)  # before any client is built
+        message = str(err.value)
+        shown = name if len(name) <= 80 else name[:80] + "…"
+        assert f"unknown option {shown!r} in the S3 output-store URL" in message
+        assert "endpoint_url" in message and "(rill-executor-s3)" in message
+        assert "docs/s3.md" in message
+        assert not [c for c in message if unicodedata.category(c) in ("Cc", "Cf")]
