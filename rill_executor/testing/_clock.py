@@ -107,6 +107,9 @@ class VirtualClock:
         left = round(seconds * 1e9)
         while True:
             with self._lock:
+                if not self._schedule._heap:  # nothing waits (the common case): one step
+                    self._move(left)
+                    return
                 due = self._schedule.next_due()
                 if due is None or due > self._mono_ns + left:
                     self._move(left)
