@@ -29,7 +29,8 @@ from rill_executor import Claim, Ledger, StaleAttempt, StoreUnavailable
 from rill_executor._claim import resend_once
 from rill_executor._config import LedgerConfig
 from rill_executor._idempotent import IdempotentOptions, IdempotentSpec
-from rill_executor._records import AttemptOutcome, JobRow, JobState
+from rill_executor._json import parse
+from rill_executor._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from rill_executor._rules.resolution import NO_RESULT, resolution_request
 from rill_executor._steps.call import (
     Action,
@@ -121,15 +122,17 @@ class FaultyStore:
     def store_id(self) -> str:
         return self.memory.store_id()
 
-    def _send(self, what: str, apply: Callable[[], Any]) -> Any:
+    def _send(self, what: str, who: str, apply: Callable[[], Any]) -> Any:
+        """``apply()`` as the network shows it; ``what`` by ``who`` names the call (the
+        name is built only for a fault's note)."""
         world = self.world
         if self.faults and world.chance(world.settings.lost_send):
-            world.note("  %s: lost before the store", what)
-            raise StoreUnavailable(f"simulated: {what} lost before the store")
+            world.note("  %s by %s: lost before the store", what, who)
+            raise StoreUnavailable(f"simulated: {what} by {who} lost before the store")
         answer = apply()
         if self.faults and world.chance(world.settings.lost_reply):
-            world.note("  %s: applied, reply lost", what)
-            raise StoreUnavailable(f"simulated: the reply to {what} was lost")
+            world.note("  %s by %s: applied, reply lost", what, who)
+            raise StoreUnavailable(f"simulated: the reply to {what} by {who} was lost")
         return answer
 
     def claim(self, request: ClaimRequest) -> Any:
@@ -139,7 +142,7 @@ class FaultyStore:
             self.world.invariants.claimed(request, before, answer)
             return answer
 
-        return self._send(f"claim by {request.attempt_id}", apply)
+        return self._send("claim", request.attempt_id, apply)
 
     def heartbeat(self, ref: AttemptRef, lease_us: int) -> Any:
         return self._write("heartbeat", ref, lambda: self.memory.heartbeat(ref, lease_us))
@@ -167,7 +170,7 @@ class FaultyStore:
             self.world.invariants.wrote(what, ref, before, answer, done)
             return answer
 
-        return self._send(f"{what} by {ref.attempt_id}", checked)
+        return self._send(what, ref.attempt_id, checked)
 
     def status(self, job_id: str) -> Any:
         return self.memory.status(job_id)
@@ -183,7 +186,8 @@ class FaultyStore:
 
     def lease_notices(self, namespace: str, owner: str, lease_us: int, limit: int) -> Any:
         return self._send(
-            f"lease of notices by {owner}",
+            "lease of notices",
+            owner,
             lambda: self.memory.lease_notices(namespace, owner, lease_us, limit),
         )
 
@@ -194,7 +198,7 @@ class FaultyStore:
                 self.world.invariants.delivered(job_id, settlement.notice_id)
             return settled
 
-        result: bool = self._send(f"settle by {settlement.owner}", apply)
+        result: bool = self._send("settle", settlement.owner, apply)
         return result
 
     def purge(self, request: PurgeRequest) -> Any:
@@ -220,6 +224,8 @@ class Invariants:
         raise Violation(what)
 
     reached: set[str] = field(default_factory=set)  # attempts whose claim reached the store
+    # job id -> the row and attempts ``after_step`` last judged
+    checked: dict[str, tuple[JobRow, list[AttemptRow]]] = field(default_factory=dict)
     told_unrecorded: int = 0  # callers told by a note that their failure was not recorded
 
     def claimed(self, request: ClaimRequest, before: JobRow | None, answer: Any) -> None:
@@ -227,7 +233,7 @@ class Invariants:
         or released: its retention over, or redone) may commit once more."""
         self.reached.add(request.attempt_id)
         if request.watch is not None and (answer.ok or answer.job is not None):
-            entry = json.loads(request.watch)
+            entry = parse(request.watch)
             self.watches[(request.job_id, entry["id"])] = _target(entry["target"])
         if answer.ok and (before is None or before.state is not JobState.PROCESSING):
             self.commits.pop(request.job_id, None)
@@ -283,16 +289,25 @@ class Invariants:
         self.settled.add((job_id, notice_id))
 
     def after_step(self) -> None:
-        """Fences never go back (1); only the owner's attempt is running (4)."""
-        memory, fences = self.world.store.memory, self.fences
+        """Fences never go back (1); only the owner's attempt is running (4).
+
+        Both are judged on a job's row and its attempts alone: a job whose row and attempts
+        are the very ones that held at the last step (rows are immutable) still holds, and
+        is not judged again."""
+        memory, fences, checked = self.world.store.memory, self.fences, self.checked
         attempts = memory._attempts
         for job_id, job in memory._jobs.items():
+            history = attempts.get(job_id, [])
+            last = checked.get(job_id)
+            if last is not None and last[0] is job and last[1] == history:
+                continue
+            checked[job_id] = (job, list(history))
             fence = job.fence
             if fence < fences.get(job_id, 0):
                 self.fail(f"job {job_id}'s fence went back to {fence}")
             fences[job_id] = fence
             processing = job.state is JobState.PROCESSING
-            for attempt in attempts.get(job_id, ()):
+            for attempt in history:
                 if attempt.outcome is _RUNNING and not (processing and attempt.fence == fence):
                     self.fail(
                         f"attempt {attempt.attempt_id} at fence {attempt.fence} is still"
@@ -380,6 +395,7 @@ class Caller(Actor):
 
     def _end(self, value: Any, error: BaseException | None) -> None:
         self.alive, self.action = False, None
+        self.world.dying = True
         self.world.note("  %s ended: %r", self.name, error or value)
         self.world.invariants.ended(self, error)
         self._lost()
@@ -395,6 +411,7 @@ class Caller(Actor):
         if world.faults and world.chance(world.settings.crash):
             world.note("%s dies before %s", self.name, type(action).__name__)
             self.alive = False  # its step is never resumed
+            world.dying = True
             self._lost()
             return
         if world.faults and world.chance(world.settings.pause):
@@ -523,7 +540,7 @@ class Deliverer(Actor):
                 self.wake_ns = world.clock.monotonic_ns() + round(LEASE_S / 2 * 1e9)
             return
         leased = self.batch.pop(0)
-        notice = json.loads(leased.notice)
+        notice = parse(leased.notice)
         if notice["state"] == JobState.PROCESSING.value:
             try:
                 self._redrive(leased, notice)
@@ -627,6 +644,7 @@ class World:
         self.schedule: list[tuple[int, str, tuple[Any, ...]]] = []
         self._ids = 0
         self.faults = True
+        self.dying = False  # an actor died since the last turn
 
     def chance(self, p: float) -> bool:
         return self.rng.random() < p
@@ -667,7 +685,10 @@ class World:
 
     def _turn(self) -> bool:
         """One action of one actor (time passes first); False when nobody is left."""
-        actors = self.actors = [a for a in self.actors if a.alive]
+        if self.dying:  # an actor died since the last turn: the dead leave
+            self.actors = [a for a in self.actors if a.alive]
+            self.dying = False
+        actors = self.actors
         now = self.clock.monotonic_ns()
         runnable = [a for a in actors if a.wake_ns <= now]
         if not runnable:
@@ -716,14 +737,10 @@ class World:
         that cannot hold either are not parsed)."""
         for job in self.store.memory._jobs.values():
             watchers = job.watchers
-            if (
-                job.state is JobState.PROCESSING
-                and watchers not in ("", "{}")
-                and json.loads(watchers)
-            ):
+            if job.state is JobState.PROCESSING and watchers not in ("", "{}") and parse(watchers):
                 return True
             if '"pending"' in job.notices and any(
-                n["status"] == NoticeStatus.PENDING for n in json.loads(job.notices)
+                n["status"] == NoticeStatus.PENDING for n in parse(job.notices)
             ):
                 return True
         return any(isinstance(a, Deliverer) and a.batch for a in self.actors)
