@@ -23,13 +23,13 @@ import random
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from json import loads as parse
 from typing import Any
 
 from rill_executor import Claim, Ledger, StaleAttempt, StoreUnavailable
 from rill_executor._claim import resend_once
 from rill_executor._config import LedgerConfig
 from rill_executor._idempotent import IdempotentOptions, IdempotentSpec
-from rill_executor._json import parse
 from rill_executor._records import AttemptOutcome, AttemptRow, JobRow, JobState
 from rill_executor._rules.resolution import NO_RESULT, resolution_request
 from rill_executor._steps.call import (
