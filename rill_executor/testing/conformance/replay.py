@@ -140,13 +140,15 @@ class Replays(KitBase):
     def test_automatic_heartbeat_keeps_a_long_handler_owned(
         self, driver: LedgerDriver, namespace: str
     ) -> None:
-        ledger = driver.ledger(namespace, lease=1.2)  # beats every 0.4 s: room for a stall
+        # Beats every second; 3.2 s of work outlives the lease unless they renew it, and a
+        # loaded machine stalls a store round trip (an fsync) for less than 3 s.
+        ledger = driver.ledger(namespace, lease=3.0)
         seen: list[Any] = []
 
         @ledger.idempotent(key=lambda k: k, name="slow")
         def slow(k: str) -> str:
             for _ in range(4):
-                time.sleep(0.4)
+                time.sleep(0.8)
                 seen.append(ledger.claim(f"slow/{k}", fingerprint=fingerprint_of({"k": k})))
             return "survived"
 
