@@ -20,11 +20,11 @@ class LeasesAndClocks(KitBase):
     # -- heartbeats ------------------------------------------------------------------------
 
     def test_heartbeat_keeps_the_lease_live(self, ledger: DrivenLedger) -> None:
-        # 1.6 s of beats past a 1.2-s lease: only the beats keep it, with 0.8 s to spare for
-        # a loaded machine's stalls between two of them (0.25 s was not always enough)
-        a = ledger.claim("k", lease=1.2)
+        # 3.2 s of beats past a 3-s lease: only the beats keep it, with 2.2 s to spare for
+        # a loaded machine's stalls between two of them (0.25 s, then 0.8 s, were not enough)
+        a = ledger.claim("k", lease=3.0)
         for _ in range(4):
-            time.sleep(0.4)
+            time.sleep(0.8)
             a.heartbeat()
             assert isinstance(ledger.claim("k"), InProgress)
         a.commit("done")
@@ -34,13 +34,13 @@ class LeasesAndClocks(KitBase):
 
     def test_the_callers_clock_does_not_judge_leases(self, ledger: DrivenLedger) -> None:
         time_machine = pytest.importorskip("time_machine")
-        owner = ledger.claim("k", lease=0.4)
+        owner = ledger.claim("k", lease=1.0)  # live through a loaded machine's stall
         ahead = datetime.now(UTC) + timedelta(hours=5)
         with time_machine.travel(ahead, tick=True):
             assert isinstance(ledger.claim("k"), InProgress)  # cannot steal a live lease
         behind = datetime.now(UTC) - timedelta(hours=5)
         with time_machine.travel(behind, tick=True):
-            time.sleep(0.6)  # real time passes; this caller's clock says it is hours earlier
+            time.sleep(1.2)  # real time passes; this caller's clock says it is hours earlier
             with pytest.raises(StaleAttempt) as err:
                 owner.heartbeat()  # cannot keep a dead lease
             assert err.value.reason == "lease_expired"
